@@ -1,0 +1,341 @@
+// Package platform defines where a server runs and how a client reaches it:
+// natively, in a Docker container with one of several network paths, or (in
+// later packages) in a VM. A workload describes a server once as a Spec; every
+// platform starts it and returns the address a client on the host should use.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+// Names of the built-in platforms.
+const (
+	Native       = "native"
+	DockerNAT    = "docker-nat"
+	DockerProxy  = "docker-proxy"
+	DockerBridge = "docker-bridge"
+	DockerHost   = "docker-host"
+)
+
+// Listen tells a workload where its server must listen on a platform.
+type Listen struct {
+	// Host is the address the server binds (127.0.0.1 natively and on the
+	// host network, 0.0.0.0 inside a container's own network namespace).
+	Host string
+	// Ports maps each port name of the Spec to the port number to bind.
+	Ports map[string]int
+}
+
+// Port returns the number of the named port; it panics on a name the Spec did
+// not declare, which is a programming error in the workload.
+func (l Listen) Port(name string) int {
+	p, ok := l.Ports[name]
+	if !ok {
+		panic(fmt.Sprintf("platform: port %q not declared in the spec", name))
+	}
+	return p
+}
+
+// File is a file the server needs, written into its file system before start.
+type File struct {
+	Path    string // absolute path as the server sees it
+	Content []byte
+	Mode    uint32 // permission bits; 0 means 0644
+}
+
+// Volume is a host directory mounted into the server's file system. On the
+// native platform the server sees the host path itself.
+type Volume struct {
+	HostPath string
+	Path     string // where the server sees it; ignored natively
+}
+
+// Spec describes one server process.
+type Spec struct {
+	// Name is short and unique within a trial ("redis", "pg"); it appears in
+	// container names, log file names and reports.
+	Name string
+	// Ports are the names of the TCP ports the server listens on.
+	Ports []string
+	// Command builds the argv once the platform has chosen where to listen.
+	Command func(Listen) []string
+	Env     map[string]string
+	Files   []File
+	Volumes []Volume
+	// User to run as (name or uid); empty means root in a container and the
+	// current user natively.
+	User string
+}
+
+// Validate reports a malformed Spec.
+func (s Spec) Validate() error {
+	if s.Name == "" || strings.ContainsAny(s.Name, " /:") {
+		return fmt.Errorf("server spec: name %q must be non-empty without spaces, '/' or ':'", s.Name)
+	}
+	if s.Command == nil {
+		return fmt.Errorf("server spec %s: no command", s.Name)
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Ports {
+		if seen[p] {
+			return fmt.Errorf("server spec %s: port %q declared twice", s.Name, p)
+		}
+		seen[p] = true
+	}
+	for _, f := range s.Files {
+		if !strings.HasPrefix(f.Path, "/") {
+			return fmt.Errorf("server spec %s: file path %q must be absolute", s.Name, f.Path)
+		}
+	}
+	return nil
+}
+
+// Server is a started server.
+type Server interface {
+	// Addr is host:port a client on the host uses to reach the named port.
+	Addr(port string) string
+	// Command is the argv as run, for the record.
+	Command() []string
+	// Describe says where the server runs, for the record ("container abc123
+	// on bridge 172.17.0.2, published 192.0.2.2:40001").
+	Describe() string
+	// Stop stops the server and removes what was made for it. Stopping a
+	// server that is already gone is not an error.
+	Stop(ctx context.Context) error
+}
+
+// Options are the resource settings a platform variant applies to its servers.
+type Options struct {
+	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"
+	CPUs   float64 `yaml:"cpus" json:"cpus,omitempty"`     // CPU quota in CPUs (0.8 = 80 ms per 100 ms)
+	Memory string  `yaml:"memory" json:"memory,omitempty"` // memory limit: 512m, 2g, or bytes
+}
+
+// Validate checks the options' syntax.
+func (o Options) Validate() error {
+	if o.CPUSet != "" {
+		if _, err := ParseCPUSet(o.CPUSet); err != nil {
+			return err
+		}
+	}
+	if o.CPUs < 0 {
+		return fmt.Errorf("cpus %v: must be positive", o.CPUs)
+	}
+	if o.CPUs > 0 && o.CPUs < 0.01 {
+		return fmt.Errorf("cpus %v: must be at least 0.01", o.CPUs)
+	}
+	if o.Memory != "" {
+		if _, err := ParseBytes(o.Memory); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MemoryBytes returns the memory limit in bytes, 0 when unset.
+func (o Options) MemoryBytes() int64 {
+	n, _ := ParseBytes(o.Memory)
+	return n
+}
+
+// String is a compact description for reports.
+func (o Options) String() string {
+	var parts []string
+	if o.CPUSet != "" {
+		parts = append(parts, "cpuset="+o.CPUSet)
+	}
+	if o.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("cpus=%g", o.CPUs))
+	}
+	if o.Memory != "" {
+		parts = append(parts, "memory="+o.Memory)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Env is what every platform needs from the run it belongs to.
+type Env struct {
+	Run    runid.ID
+	LogDir string // server output goes to LogDir/<trial>-<server>.log
+	Image  string // workload image reference for container platforms
+}
+
+// Platform starts servers somewhere.
+type Platform interface {
+	// Name is the platform's name in studies and reports.
+	Name() string
+	// Start starts one server and returns once its process or container is
+	// running; readiness of the service itself is the workload's business.
+	// trial names the trial for log files.
+	Start(ctx context.Context, trial string, spec Spec) (Server, error)
+}
+
+// Checker is implemented by platforms that can say whether they can run here.
+type Checker interface {
+	// Check returns nil when the platform can run on this machine, else an
+	// error whose text says why not and how to fix it.
+	Check(ctx context.Context) error
+}
+
+// Closer is implemented by platforms that hold resources across trials (a
+// Docker client, a VM); Close releases them.
+type Closer interface {
+	Close() error
+}
+
+// ErrUnavailable wraps the reason a platform cannot run here.
+var ErrUnavailable = errors.New("platform unavailable")
+
+// Info describes a platform kind for `nearnative platforms`.
+type Info struct {
+	Name        string
+	Description string
+}
+
+// Builtin lists the built-in platform kinds in display order.
+func Builtin() []Info {
+	return []Info{
+		{Native, "host process in its own process group; client via 127.0.0.1"},
+		{DockerNAT, "container on the default bridge, port published on the host's primary address; client through the iptables DNAT path"},
+		{DockerProxy, "container on the default bridge, port published on 127.0.0.1; client through the userland docker-proxy"},
+		{DockerBridge, "container on the default bridge; client connects to the container's bridge address (veth, no NAT)"},
+		{DockerHost, "container on the host network; client via 127.0.0.1"},
+	}
+}
+
+// IsBuiltin reports whether name is a built-in platform kind.
+func IsBuiltin(name string) bool {
+	for _, i := range Builtin() {
+		if i.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// BuiltinNames returns the names of the built-in platform kinds.
+func BuiltinNames() []string {
+	var n []string
+	for _, i := range Builtin() {
+		n = append(n, i.Name)
+	}
+	return n
+}
+
+// FreePorts asks the kernel for n distinct free TCP ports on the given host
+// address. The ports are released before returning, so a race with another
+// process is possible but rare; callers report "port in use" clearly if lost.
+func FreePorts(host string, n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port on %s: %w", host, err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// AssignPorts maps the spec's port names to free ports on host.
+func AssignPorts(spec Spec, host string) (map[string]int, error) {
+	ports, err := FreePorts(host, len(spec.Ports))
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]int, len(ports))
+	for i, name := range spec.Ports {
+		m[name] = ports[i]
+	}
+	return m, nil
+}
+
+// WaitTCP dials addr until it accepts a connection or ctx/timeout ends.
+func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	var last error
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not accept connections within %v: %w", addr, timeout, last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ParseCPUSet parses a Linux CPU list ("0-2,5") into sorted CPU numbers.
+func ParseCPUSet(s string) ([]int, error) {
+	set := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("cpuset %q: %q is not a CPU number (want e.g. 0, 0-3, 0,2)", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("cpuset %q: bad range %q (want low-high)", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			set[c] = true
+		}
+	}
+	var cpus []int
+	for c := range set {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	return cpus, nil
+}
+
+// ParseBytes parses a size such as 512m, 2g, 1024k or a plain byte count.
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "b")
+	t = strings.TrimSuffix(t, "i")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult, t = 1<<10, t[:n-1]
+		case 'm':
+			mult, t = 1<<20, t[:n-1]
+		case 'g':
+			mult, t = 1<<30, t[:n-1]
+		case 't':
+			mult, t = 1<<40, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number with an optional k, m, g or t suffix (e.g. 512m)", s)
+	}
+	return int64(v * float64(mult)), nil
+}

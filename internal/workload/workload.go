@@ -1,0 +1,262 @@
+// Package workload defines what a workload is to the study engine: the servers
+// it starts on a platform, the load it drives from the host, and the metrics it
+// reports. Implementations live in sub-packages (redis, ...).
+package workload
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+)
+
+// ParamType is the type of a workload parameter.
+type ParamType string
+
+// Parameter types accepted in study files.
+const (
+	Int      ParamType = "int"
+	Float    ParamType = "float"
+	String   ParamType = "string"
+	Bool     ParamType = "bool"
+	Duration ParamType = "duration"
+)
+
+// Param declares one parameter of a workload.
+type Param struct {
+	Name    string
+	Type    ParamType
+	Default string   // as it would be written in a study file
+	Quick   string   // default under --quick, when it differs ("" = same)
+	Enum    []string // allowed values for strings, when restricted
+	Min     float64  // lower bound for numbers (inclusive), when HasMin
+	HasMin  bool
+	Help    string
+}
+
+// Check parses v as this parameter's type and checks its bounds.
+func (p Param) Check(v string) error {
+	switch p.Type {
+	case Int:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("parameter %s: %q is not an integer", p.Name, v)
+		}
+		if p.HasMin && float64(n) < p.Min {
+			return fmt.Errorf("parameter %s: %d is below the minimum %g", p.Name, n, p.Min)
+		}
+	case Float:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("parameter %s: %q is not a number", p.Name, v)
+		}
+		if p.HasMin && f < p.Min {
+			return fmt.Errorf("parameter %s: %g is below the minimum %g", p.Name, f, p.Min)
+		}
+	case Bool:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("parameter %s: %q is not true or false", p.Name, v)
+		}
+	case Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("parameter %s: %q is not a positive duration (e.g. 30s, 2m)", p.Name, v)
+		}
+	case String:
+		if len(p.Enum) > 0 {
+			for _, e := range p.Enum {
+				if e == v {
+					return nil
+				}
+			}
+			return fmt.Errorf("parameter %s: %q is not one of %s", p.Name, v, strings.Join(p.Enum, ", "))
+		}
+	default:
+		return fmt.Errorf("parameter %s: unknown type %q", p.Name, p.Type)
+	}
+	return nil
+}
+
+// Values are a workload's parameters after defaults and overrides, all checked.
+type Values map[string]string
+
+// Int returns an int parameter; Values are checked before use, so a parse
+// error here is a programming error.
+func (v Values) Int(name string) int {
+	n, err := strconv.Atoi(v[name])
+	if err != nil {
+		panic(fmt.Sprintf("workload: parameter %s=%q read as int: %v", name, v[name], err))
+	}
+	return n
+}
+
+// Float returns a float parameter.
+func (v Values) Float(name string) float64 {
+	f, err := strconv.ParseFloat(v[name], 64)
+	if err != nil {
+		panic(fmt.Sprintf("workload: parameter %s=%q read as float: %v", name, v[name], err))
+	}
+	return f
+}
+
+// Bool returns a bool parameter.
+func (v Values) Bool(name string) bool {
+	b, err := strconv.ParseBool(v[name])
+	if err != nil {
+		panic(fmt.Sprintf("workload: parameter %s=%q read as bool: %v", name, v[name], err))
+	}
+	return b
+}
+
+// Duration returns a duration parameter.
+func (v Values) Duration(name string) time.Duration {
+	d, err := time.ParseDuration(v[name])
+	if err != nil {
+		panic(fmt.Sprintf("workload: parameter %s=%q read as duration: %v", name, v[name], err))
+	}
+	return d
+}
+
+// String returns a string parameter.
+func (v Values) String(name string) string { return v[name] }
+
+// Canonical renders the values sorted by name, for records and hashing.
+func (v Values) Canonical() string {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + v[k])
+	}
+	return b.String()
+}
+
+// Resolve applies defaults (quick defaults when quick) and the given overrides
+// to params, checking every value and rejecting unknown names.
+func Resolve(params []Param, overrides map[string]string, quick bool) (Values, error) {
+	out := Values{}
+	known := map[string]Param{}
+	for _, p := range params {
+		known[p.Name] = p
+		out[p.Name] = p.Default
+		if quick && p.Quick != "" {
+			out[p.Name] = p.Quick
+		}
+	}
+	for k, v := range overrides {
+		p, ok := known[k]
+		if !ok {
+			var names []string
+			for _, p := range params {
+				names = append(names, p.Name)
+			}
+			return nil, fmt.Errorf("unknown parameter %q (known: %s)", k, strings.Join(names, ", "))
+		}
+		if err := p.Check(v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Metric describes one value a workload reports per trial.
+type Metric struct {
+	Name           string
+	Unit           string
+	HigherIsBetter bool
+	Help           string
+}
+
+// Trial is what the engine hands a workload for one trial.
+type Trial struct {
+	// Name identifies the trial in log and raw-output file names.
+	Name     string
+	Platform platform.Platform
+	// Duration is the study's trial length: how long the load should run.
+	Duration time.Duration
+	// RawDir is where the workload saves each tool's raw output.
+	RawDir string
+	// Log receives progress lines meant for the run log.
+	Log io.Writer
+}
+
+// Result is what one trial measured.
+type Result struct {
+	// Values maps metric names (as declared by Metrics) to measured values.
+	Values map[string]float64
+	// Commands are the exact command lines run, servers and clients.
+	Commands []string
+	// Where describes where each server ran.
+	Where []string
+	// Notes are warnings about this trial (driver saturated, ...).
+	Notes []string
+}
+
+// Instance is a workload with its parameters fixed.
+type Instance interface {
+	// Metrics lists the metrics every successful trial reports.
+	Metrics() []Metric
+	// Run performs one trial: start servers on the platform, drive the load,
+	// stop the servers, return the measurements. A failed trial returns an
+	// error that points to the raw output it saved.
+	Run(ctx context.Context, t Trial) (Result, error)
+}
+
+// Workload is a kind of workload, before its parameters are chosen.
+type Workload interface {
+	Name() string
+	// Description is one line for `nearnative workloads`.
+	Description() string
+	Params() []Param
+	// New builds an instance from resolved values.
+	New(v Values) (Instance, error)
+}
+
+// Registry holds the known workloads by name.
+type Registry struct{ byName map[string]Workload }
+
+// NewRegistry returns a registry holding ws.
+func NewRegistry(ws ...Workload) *Registry {
+	r := &Registry{byName: map[string]Workload{}}
+	for _, w := range ws {
+		r.byName[w.Name()] = w
+	}
+	return r
+}
+
+// Get returns the workload named name.
+func (r *Registry) Get(name string) (Workload, bool) {
+	w, ok := r.byName[name]
+	return w, ok
+}
+
+// All returns every workload sorted by name.
+func (r *Registry) All() []Workload {
+	var ws []Workload
+	for _, w := range r.byName {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Name() < ws[j].Name() })
+	return ws
+}
+
+// Names returns the sorted workload names.
+func (r *Registry) Names() []string {
+	var n []string
+	for _, w := range r.All() {
+		n = append(n, w.Name())
+	}
+	return n
+}

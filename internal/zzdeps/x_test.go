@@ -1,0 +1,19 @@
+package x
+import (
+ _ "github.com/docker/docker/client"
+ _ "github.com/docker/docker/api/types/container"
+ _ "github.com/docker/docker/api/types/image"
+ _ "github.com/docker/docker/api/types/network"
+ _ "github.com/docker/docker/api/types/filters"
+ _ "github.com/docker/docker/errdefs"
+ _ "github.com/docker/go-connections/nat"
+ _ "github.com/jackc/pgx/v5/stdlib"
+ _ "modernc.org/sqlite"
+ _ "gonum.org/v1/gonum/stat"
+ _ "gonum.org/v1/gonum/stat/distuv"
+ _ "github.com/spf13/cobra"
+ _ "github.com/schollz/progressbar/v3"
+ _ "golang.org/x/term"
+ _ "github.com/HdrHistogram/hdrhistogram-go"
+ _ "gopkg.in/yaml.v3"
+)
