@@ -33,7 +33,15 @@ type Listen struct {
 	Host string
 	// Ports maps each port name of the Spec to the port number to bind.
 	Ports map[string]int
+	// Dir is a directory private to this server, as the server sees it: the
+	// Spec's Files are written there and the server may keep data in it.
+	// Natively it is a temp dir labelled with the run; in a container it is
+	// ContainerDir.
+	Dir string
 }
+
+// ContainerDir is Listen.Dir inside containers and guests.
+const ContainerDir = "/nearnative"
 
 // Port returns the number of the named port; it panics on a name the Spec did
 // not declare, which is a programming error in the workload.
@@ -47,7 +55,7 @@ func (l Listen) Port(name string) int {
 
 // File is a file the server needs, written into its file system before start.
 type File struct {
-	Path    string // absolute path as the server sees it
+	Path    string // relative to Listen.Dir
 	Content []byte
 	Mode    uint32 // permission bits; 0 means 0644
 }
@@ -92,8 +100,8 @@ func (s Spec) Validate() error {
 		seen[p] = true
 	}
 	for _, f := range s.Files {
-		if !strings.HasPrefix(f.Path, "/") {
-			return fmt.Errorf("server spec %s: file path %q must be absolute", s.Name, f.Path)
+		if f.Path == "" || strings.HasPrefix(f.Path, "/") || strings.Contains(f.Path, "..") {
+			return fmt.Errorf("server spec %s: file path %q must be relative to the server's directory", s.Name, f.Path)
 		}
 	}
 	return nil

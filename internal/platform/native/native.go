@@ -1,0 +1,342 @@
+// Package native runs servers as plain host processes: each in its own
+// process group, reaped, its output captured to the run's log directory, with
+// the platform's CPU set, CPU quota and memory limit applied through cgroups.
+// A state file per server records its process group so that `nearnative
+// cleanup` can find it after a crash; every process also carries the run ID
+// in its environment (runid.EnvVar).
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+)
+
+// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+const StopTimeout = 5 * time.Second
+
+// Platform is the native platform (or a variant of it with options).
+type Platform struct {
+	name  string
+	env   platform.Env
+	opt   platform.Options
+	state state.Dir
+}
+
+// New returns a native platform called name (a study may call a variant
+// "native-pinned") with the given options.
+func New(name string, env platform.Env, dir state.Dir, opt platform.Options) (*Platform, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, fmt.Errorf("platform %s: %w", name, err)
+	}
+	return &Platform{name: name, env: env, opt: opt, state: dir}, nil
+}
+
+// Name implements platform.Platform.
+func (p *Platform) Name() string { return p.name }
+
+// Check implements platform.Checker: limits need root (cgroups).
+func (p *Platform) Check(ctx context.Context) error {
+	if (p.opt.CPUSet != "" || p.opt.CPUs > 0 || p.opt.Memory != "") && os.Geteuid() != 0 {
+		return fmt.Errorf("%w: %s sets CPU or memory limits, which need root: run nearnative as root", platform.ErrUnavailable, p.name)
+	}
+	return nil
+}
+
+// Close removes the run's cgroup parent directories.
+func (p *Platform) Close() error {
+	var errs []error
+	for _, l := range cgroup.Leftovers(p.env.Run) {
+		if err := cgroup.RemoveTree(l.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ProcState is the state file written for each native server.
+type ProcState struct {
+	Run       runid.ID `json:"run"`
+	Name      string   `json:"name"`
+	PID       int      `json:"pid"` // also the process group ID
+	StartTick uint64   `json:"start_tick"`
+	Cgroups   []string `json:"cgroups,omitempty"`
+	Dir       string   `json:"dir"`
+	Command   []string `json:"command"`
+}
+
+// ProcDir is where a run's native state files live.
+func ProcDir(d state.Dir, run runid.ID) string {
+	return filepath.Join(d.RunDir(run), "procs")
+}
+
+// Start implements platform.Platform.
+func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	ports, err := platform.AssignPorts(spec, "127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := state.TempDir(p.env.Run, trial+"-"+spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{p: p, name: trial + "-" + spec.Name, dir: dir, ports: ports}
+	if err := s.start(ctx, spec); err != nil {
+		s.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+type server struct {
+	p       *Platform
+	name    string
+	dir     string
+	ports   map[string]int
+	argv    []string
+	cmd     *exec.Cmd
+	group   *cgroup.Group
+	log     *os.File
+	done    chan struct{}
+	waitErr error
+	state   string
+}
+
+func (s *server) start(ctx context.Context, spec platform.Spec) error {
+	for _, f := range spec.Files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		path := filepath.Join(s.dir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		if err := os.WriteFile(path, f.Content, mode); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+	}
+	listen := platform.Listen{Host: "127.0.0.1", Ports: s.ports, Dir: s.dir}
+	s.argv = spec.Command(listen)
+	if len(s.argv) == 0 {
+		return fmt.Errorf("server %s: empty command", spec.Name)
+	}
+	bin, err := exec.LookPath(s.argv[0])
+	if err != nil {
+		return fmt.Errorf("server %s: %s not found: install it with `make setup`: %w", spec.Name, s.argv[0], err)
+	}
+	// A port taken between AssignPorts and now is reported clearly here.
+	for name, port := range s.ports {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("server %s: port %s (127.0.0.1:%d) is in use: %w", spec.Name, name, port, err)
+		}
+		l.Close()
+	}
+	lim := cgroup.Limits{CPUSet: s.p.opt.CPUSet, CPUs: s.p.opt.CPUs, MemoryBytes: s.p.opt.MemoryBytes()}
+	argv := append([]string{bin}, s.argv[1:]...)
+	if spec.User != "" {
+		// Drop privileges after joining the cgroup (which needs root), with
+		// setpriv, which execs without forking.
+		uid, gid, err := lookupUser(spec.User)
+		if err != nil {
+			return fmt.Errorf("server %s: %w", spec.Name, err)
+		}
+		if err := chownTree(s.dir, uid, gid); err != nil {
+			return err
+		}
+		argv = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--init-groups", "--"}, argv...)
+	}
+	if !lim.Empty() {
+		if s.group, err = cgroup.New(s.p.env.Run, s.name, lim); err != nil {
+			return err
+		}
+		argv = s.group.Wrap(argv)
+	}
+	if err := os.MkdirAll(s.p.env.LogDir, 0o755); err != nil {
+		return fmt.Errorf("creating log dir: %w", err)
+	}
+	if s.log, err = os.Create(filepath.Join(s.p.env.LogDir, s.name+".log")); err != nil {
+		return fmt.Errorf("creating server log: %w", err)
+	}
+	// Not exec.CommandContext: the server must outlive a cancelled ctx until
+	// Stop tears it down in order.
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(s.p.env.Run))
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", spec.Name, err)
+	}
+	s.cmd = cmd
+	s.done = make(chan struct{})
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	if err := s.writeState(); err != nil {
+		return err
+	}
+	// A server that dies at once (bad flag, port taken) is reported now with
+	// the tail of its log, not as a timeout later.
+	select {
+	case <-s.done:
+		return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+func lookupUser(name string) (uid, gid int, err error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("unknown user %q: %w", name, err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("giving %s to uid %d: %w", p, uid, err)
+		}
+		return nil
+	})
+}
+
+func (s *server) writeState() error {
+	dir := ProcDir(s.p.state, s.p.env.Run)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating process state dir: %w", err)
+	}
+	st := ProcState{Run: s.p.env.Run, Name: s.name, PID: s.cmd.Process.Pid, Dir: s.dir, Command: s.argv}
+	st.StartTick, _ = StartTick(st.PID)
+	if s.group != nil {
+		st.Cgroups = s.group.Dirs
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	s.state = filepath.Join(dir, s.name+".json")
+	if err := os.WriteFile(s.state, b, 0o644); err != nil {
+		return fmt.Errorf("writing process state: %w", err)
+	}
+	return nil
+}
+
+// StartTick returns the start time of pid in clock ticks since boot (field 22
+// of /proc/PID/stat), which tells a process apart from a later one that got
+// the same PID.
+func StartTick(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+func (s *server) Addr(port string) string {
+	p, ok := s.ports[port]
+	if !ok {
+		panic(fmt.Sprintf("native: port %q not declared", port))
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+}
+
+func (s *server) Command() []string { return s.argv }
+
+func (s *server) Describe() string {
+	d := "host process"
+	if s.cmd != nil && s.cmd.Process != nil {
+		d += fmt.Sprintf(" pid %d", s.cmd.Process.Pid)
+	}
+	if o := s.p.opt.String(); o != "" {
+		d += " (" + o + " via cgroup)"
+	}
+	return d + ", client via 127.0.0.1"
+}
+
+// Stop sends SIGTERM to the process group, waits up to StopTimeout, then
+// SIGKILLs it; removes the cgroup, the private dir and the state file.
+func (s *server) Stop(ctx context.Context) error {
+	var errs []error
+	if s.cmd != nil && s.cmd.Process != nil {
+		pgid := s.cmd.Process.Pid
+		select {
+		case <-s.done:
+		default:
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(StopTimeout):
+				syscall.Kill(-pgid, syscall.SIGKILL)
+				<-s.done
+			}
+		}
+		// Children that left the leader behind still share its group.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if err := s.group.Remove(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
+	if s.dir != "" {
+		if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", s.dir, err))
+		}
+	}
+	if s.state != "" {
+		os.Remove(s.state)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,178 @@
+package native
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/redisproto"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+)
+
+func redisSpec() platform.Spec {
+	return platform.Spec{
+		Name:  "redis",
+		Ports: []string{"redis"},
+		Command: func(l platform.Listen) []string {
+			return []string{"redis-server", "--bind", l.Host, "--port", strconv.Itoa(l.Port("redis")),
+				"--save", "", "--appendonly", "no", "--dir", l.Dir}
+		},
+	}
+}
+
+func newPlatform(t *testing.T, opt platform.Options) (*Platform, runid.ID, state.Dir) {
+	t.Helper()
+	dir := state.Dir{Root: t.TempDir()}
+	run := runid.New()
+	p, err := New("native", platform.Env{Run: run, LogDir: filepath.Join(dir.RunDir(run), "logs")}, dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, run, dir
+}
+
+func TestRedisPing(t *testing.T) {
+	p, _, _ := newPlatform(t, platform.Options{})
+	ctx := context.Background()
+	s, err := p.Start(ctx, "t1", redisSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if !strings.HasPrefix(s.Addr("redis"), "127.0.0.1:") {
+		t.Fatalf("native address %s is not on loopback", s.Addr("redis"))
+	}
+	if err := redisproto.WaitReady(ctx, s.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if err := redisproto.Ping(ctx, s.Addr("redis")); err == nil {
+		t.Fatal("server still answers after Stop")
+	}
+}
+
+func TestStartStopNoLeaks(t *testing.T) {
+	p, run, dir := newPlatform(t, platform.Options{})
+	ctx := context.Background()
+	var pids []int
+	for i := 0; i < 20; i++ {
+		s, err := p.Start(ctx, "t"+strconv.Itoa(i), redisSpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := redisproto.WaitReady(ctx, s.Addr("redis"), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, s.(*server).cmd.Process.Pid)
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("process %d still exists after Stop", pid)
+		}
+	}
+	if left, _ := state.TempDirs(run); len(left) > 0 {
+		t.Errorf("temp dirs left: %v", left)
+	}
+	if files, _ := filepath.Glob(filepath.Join(ProcDir(dir, run), "*.json")); len(files) > 0 {
+		t.Errorf("state files left: %v", files)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir.RunDir(run), "logs", "*.log"))
+	if len(logs) != 20 {
+		t.Errorf("want 20 server logs kept, got %d", len(logs))
+	}
+}
+
+func TestLimitsApplied(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroup limits need root")
+	}
+	p, run, _ := newPlatform(t, platform.Options{CPUSet: "0", CPUs: 0.5, Memory: "256m"})
+	ctx := context.Background()
+	s, err := p.Start(ctx, "lim", redisSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if err := redisproto.WaitReady(ctx, s.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pid := s.(*server).cmd.Process.Pid
+	// The server itself (not only the wrapper shell) is in the group with the limits.
+	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cg), "/nearnative/"+string(run)+"/lim-redis") {
+		t.Fatalf("server not in its cgroup:\n%s", cg)
+	}
+	comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if strings.TrimSpace(string(comm)) != "redis-server" {
+		t.Fatalf("pid %d is %q, want redis-server (wrapper must exec)", pid, comm)
+	}
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if !strings.Contains(string(status), "Cpus_allowed_list:\t0\n") {
+		t.Errorf("cpuset not applied:\n%s", status)
+	}
+	if !cgroup.IsV2() {
+		q, _ := os.ReadFile(filepath.Join(cgroup.Root, "cpu", cgroup.Parent, string(run), "lim-redis", "cpu.cfs_quota_us"))
+		if strings.TrimSpace(string(q)) != "50000" {
+			t.Errorf("cpu quota = %q, want 50000", q)
+		}
+		m, _ := os.ReadFile(filepath.Join(cgroup.Root, "memory", cgroup.Parent, string(run), "lim-redis", "memory.limit_in_bytes"))
+		if strings.TrimSpace(string(m)) != strconv.Itoa(256<<20) {
+			t.Errorf("memory limit = %q", m)
+		}
+	}
+	s.Stop(ctx)
+	p.Close()
+	if left := cgroup.Leftovers(run); len(left) > 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+}
+
+func TestServerExitingAtOnceIsReported(t *testing.T) {
+	p, _, _ := newPlatform(t, platform.Options{})
+	spec := redisSpec()
+	spec.Command = func(l platform.Listen) []string {
+		return []string{"redis-server", "--no-such-option", "1"}
+	}
+	_, err := p.Start(context.Background(), "bad", spec)
+	if err == nil || !strings.Contains(err.Error(), "exited at once") || !strings.Contains(err.Error(), "no-such-option") {
+		t.Fatalf("want an exit-at-once error with the log tail, got %v", err)
+	}
+}
+
+func TestFilesLandInPrivateDir(t *testing.T) {
+	p, _, _ := newPlatform(t, platform.Options{})
+	spec := redisSpec()
+	spec.Files = []platform.File{{Path: "conf/redis.conf", Content: []byte("save \"\"\nappendonly no\n")}}
+	spec.Command = func(l platform.Listen) []string {
+		return []string{"redis-server", filepath.Join(l.Dir, "conf/redis.conf"), "--bind", l.Host, "--port", strconv.Itoa(l.Port("redis"))}
+	}
+	ctx := context.Background()
+	s, err := p.Start(ctx, "conf", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if err := redisproto.WaitReady(ctx, s.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,59 @@
+// Package redisproto holds the few Redis protocol exchanges nearnative needs
+// outside its load drivers: checking that a server answers.
+package redisproto
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Ping sends PING to addr and expects +PONG.
+func Ping(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	} else {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("redis at %s: no answer to PING: %w", addr, err)
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("redis at %s: PING answered %q", addr, strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// WaitReady pings addr until it answers or timeout passes. A loading Redis
+// answers -LOADING, a proxy may accept and close: both are retried.
+func WaitReady(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		last = Ping(pctx, addr)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redis at %s not ready within %v: %w", addr, timeout, last)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
