@@ -1,0 +1,432 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+// exitGrace is how long Start watches a fresh container for an immediate
+// exit (a bad flag, a port in use) so that the error comes from Start, with
+// the log tail, instead of as a connection timeout in the workload.
+const exitGrace = 150 * time.Millisecond
+
+// stopTimeout is how long Stop lets the server shut down after SIGTERM.
+const stopTimeout = 2 // seconds
+
+// logTailLines is how many log lines an error about an exited container quotes.
+const logTailLines = 15
+
+// dockerPlatform runs servers in containers reached through one network path.
+type dockerPlatform struct {
+	kind string
+	name string
+	env  platform.Env
+	eng  *Engine
+	opt  platform.Options
+
+	// pickPorts chooses the port numbers; tests replace it to provoke
+	// "port in use".
+	pickPorts func(spec platform.Spec, host string) (map[string]int, error)
+
+	mu     sync.Mutex
+	bridge string // name of the default bridge's interface, once known
+}
+
+// New returns the Docker platform of the given kind (platform.DockerNAT,
+// DockerProxy, DockerBridge or DockerHost) named name in the study, running
+// env.Image on engine eng with the resource options opt. The engine stays the
+// caller's to close.
+func New(kind string, name string, env platform.Env, eng *Engine, opt platform.Options) (platform.Platform, error) {
+	switch kind {
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost:
+	default:
+		return nil, fmt.Errorf("docker platform %q: unknown kind %q (want %s, %s, %s or %s)",
+			name, kind, platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost)
+	}
+	if name == "" {
+		name = kind
+	}
+	if eng == nil {
+		return nil, fmt.Errorf("docker platform %s: no Docker engine", name)
+	}
+	if env.Image == "" {
+		return nil, fmt.Errorf("docker platform %s: no workload image", name)
+	}
+	if err := opt.Validate(); err != nil {
+		return nil, fmt.Errorf("docker platform %s: %w", name, err)
+	}
+	return &dockerPlatform{kind: kind, name: name, env: env, eng: eng, opt: opt, pickPorts: platform.AssignPorts}, nil
+}
+
+// Name is the platform's name in the study.
+func (p *dockerPlatform) Name() string { return p.name }
+
+// Check says whether the platform can run here: the daemon answers, the image
+// is present, and the network path it measures exists.
+func (p *dockerPlatform) Check(ctx context.Context) error {
+	if err := p.eng.Ping(ctx); err != nil {
+		return err // DaemonError already matches ErrUnavailable
+	}
+	ok, err := p.eng.ImageExists(ctx, p.env.Image)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: image %s missing: run `nearnative image build`: %w", p.name, p.env.Image, platform.ErrUnavailable)
+	}
+	switch p.kind {
+	case platform.DockerNAT:
+		if _, err := PrimaryAddr(); err != nil {
+			return fmt.Errorf("%s needs a non-loopback IPv4 address to publish on: %w: %w", p.name, err, platform.ErrUnavailable)
+		}
+	case platform.DockerProxy:
+		if p.eng.local() && userlandProxy("/proc") == "off" {
+			return fmt.Errorf("%s: dockerd runs with userland-proxy=false, so 127.0.0.1 is served by iptables, not docker-proxy: "+
+				"remove that setting and restart dockerd: %w", p.name, platform.ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// ContainerName is the name of the container of server spec in trial of run.
+func ContainerName(run runid.ID, trial, spec string) string {
+	return unsafeName.ReplaceAllString(runid.Prefix+string(run)+"-"+trial+"-"+spec, "_")
+}
+
+// plan is what Start decided before creating anything.
+type plan struct {
+	listen     platform.Listen
+	publishOn  string // host address ports are published on, "" for none
+	clientHost string // host part of client addresses, "" until the container is inspected
+}
+
+// plan chooses where the server listens and how the client reaches it.
+func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
+	pl := plan{listen: platform.Listen{Dir: platform.ContainerDir}}
+	var pickOn string
+	switch p.kind {
+	case platform.DockerHost:
+		pl.listen.Host, pickOn, pl.clientHost = "127.0.0.1", "127.0.0.1", "127.0.0.1"
+	case platform.DockerNAT:
+		ip, err := PrimaryAddr()
+		if err != nil {
+			return pl, err
+		}
+		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", ip.String(), ip.String(), ip.String()
+	case platform.DockerProxy:
+		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", "127.0.0.1", "127.0.0.1", "127.0.0.1"
+	case platform.DockerBridge:
+		// The container has its own network namespace, so any number is
+		// free there; taking one free on the host keeps numbers distinct.
+		pl.listen.Host, pickOn = "0.0.0.0", "127.0.0.1"
+	}
+	ports, err := p.pickPorts(spec, pickOn)
+	if err != nil {
+		return pl, err
+	}
+	pl.listen.Ports = ports
+	return pl, nil
+}
+
+// containerConfig builds the create request for spec.
+func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl plan, argv []string) (*container.Config, *container.HostConfig) {
+	cfg := &container.Config{
+		Image:      p.env.Image,
+		Entrypoint: strslice.StrSlice{argv[0]},
+		Cmd:        strslice.StrSlice(argv[1:]),
+		Env:        envList(spec.Env),
+		User:       spec.User,
+		WorkingDir: platform.ContainerDir,
+		Labels: map[string]string{
+			runid.Label:     string(p.env.Run),
+			runid.LabelRole: spec.Name,
+			LabelTrial:      trial,
+			LabelPlatform:   p.name,
+		},
+		ExposedPorts: nat.PortSet{},
+	}
+	hc := &container.HostConfig{
+		NetworkMode: network.NetworkBridge,
+		Resources: container.Resources{
+			CpusetCpus: p.opt.CPUSet,
+			NanoCPUs:   int64(p.opt.CPUs * 1e9),
+		},
+	}
+	if m := p.opt.MemoryBytes(); m > 0 {
+		hc.Resources.Memory, hc.Resources.MemorySwap = m, m
+	}
+	if p.kind == platform.DockerHost {
+		hc.NetworkMode = network.NetworkHost
+	}
+	for _, name := range spec.Ports {
+		port := nat.Port(strconv.Itoa(pl.listen.Ports[name]) + "/tcp")
+		if p.kind != platform.DockerHost {
+			cfg.ExposedPorts[port] = struct{}{}
+		}
+		if pl.publishOn != "" {
+			if hc.PortBindings == nil {
+				hc.PortBindings = nat.PortMap{}
+			}
+			hc.PortBindings[port] = []nat.PortBinding{{HostIP: pl.publishOn, HostPort: strconv.Itoa(pl.listen.Ports[name])}}
+		}
+	}
+	for _, v := range spec.Volumes {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
+	}
+	return cfg, hc
+}
+
+// envList turns an environment map into sorted KEY=value strings.
+func envList(env map[string]string) []string {
+	l := make([]string, 0, len(env))
+	for k, v := range env {
+		l = append(l, k+"="+v)
+	}
+	sort.Strings(l)
+	return l
+}
+
+// Start creates and starts the container of spec and returns once it runs.
+// Whatever it made is removed again when it fails.
+func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.Spec) (_ platform.Server, err error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	pl, err := p.plan(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
+	}
+	argv := spec.Command(pl.listen)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
+	}
+	cfg, hc := p.containerConfig(trial, spec, pl, argv)
+	name := ContainerName(p.env.Run, trial, spec.Name)
+	cli := p.eng.cli
+
+	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		err = fmt.Errorf("%s: creating container %s from %s: %w", p.name, name, p.env.Image, err)
+		if ctx.Err() != nil {
+			// Cancelled mid-request: the daemon may have made it anyway.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+			defer cancel()
+			if rerr := cli.ContainerRemove(rctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); !gone(rerr) {
+				err = errors.Join(err, fmt.Errorf("removing the half-made container %s: %w", name, rerr))
+			}
+		}
+		return nil, err
+	}
+	s := &server{
+		eng:      p.eng,
+		id:       created.ID,
+		name:     name,
+		argv:     argv,
+		logPath:  logPath(p.env.LogDir, trial, spec.Name),
+		warnings: created.Warnings,
+	}
+	defer func() {
+		if err != nil {
+			if serr := s.Stop(ctx); serr != nil {
+				err = errors.Join(err, fmt.Errorf("cleaning up after the failed start: %w", serr))
+			}
+		}
+	}()
+
+	// Files go to the server's directory, which belongs to the container's
+	// user so that the server may keep data there. As root with no files,
+	// the WorkingDir the daemon made will do.
+	if len(spec.Files) > 0 || spec.User != "" {
+		own, err := p.containerOwner(ctx, created.ID, spec.User)
+		if err != nil {
+			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
+		}
+		tarball, err := filesTar(spec.Files, own)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		if err := cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+			return nil, fmt.Errorf("%s: copying the files of %s into %s of container %s: %w",
+				p.name, spec.Name, platform.ContainerDir, name, err)
+		}
+	}
+
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "address already in use") {
+			return nil, fmt.Errorf("%s: port %s on %s is already in use: %w", p.name, portList(spec, pl), pl.publishOn, err)
+		}
+		return nil, fmt.Errorf("%s: starting container %s: %w", p.name, name, err)
+	}
+
+	if err := p.waitExit(ctx, s); err != nil {
+		return nil, err
+	}
+	insp, err := cli.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: inspecting container %s: %w", p.name, name, err)
+	}
+	if insp.State != nil && !insp.State.Running {
+		return nil, p.exitError(ctx, s, spec, pl, insp.State.ExitCode)
+	}
+	s.bridgeIP = bridgeIP(insp)
+	if p.kind == platform.DockerBridge {
+		if s.bridgeIP == "" {
+			return nil, fmt.Errorf("%s: container %s has no address on the default bridge", p.name, name)
+		}
+		pl.clientHost = s.bridgeIP
+	}
+	s.addrs = make(map[string]string, len(spec.Ports))
+	for _, port := range spec.Ports {
+		s.addrs[port] = net.JoinHostPort(pl.clientHost, strconv.Itoa(pl.listen.Ports[port]))
+	}
+	s.desc = p.describe(ctx, s, spec, pl)
+	return s, nil
+}
+
+// waitExit gives the container exitGrace to exit, so that a server that
+// dies at once (bad flag, port taken) is reported by Start, with its log
+// tail, instead of as a connection timeout in the workload. It returns early
+// when the container exits; the caller inspects the state.
+func (p *dockerPlatform) waitExit(ctx context.Context, s *server) error {
+	wctx, cancel := context.WithTimeout(ctx, exitGrace)
+	defer cancel()
+	waitC, errC := p.eng.cli.ContainerWait(wctx, s.id, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+		return nil
+	case err := <-errC:
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: starting %s: %w", p.name, s.name, ctx.Err())
+		}
+		if wctx.Err() != nil {
+			return nil // still running after the grace period
+		}
+		return fmt.Errorf("%s: watching container %s: %w", p.name, s.name, err)
+	}
+}
+
+// exitError describes a container that exited during Start: its exit code,
+// the port when the log says it was taken, and the last lines of its log.
+func (p *dockerPlatform) exitError(ctx context.Context, s *server, spec platform.Spec, pl plan, code int) error {
+	tail := s.logTail(context.WithoutCancel(ctx), logTailLines)
+	msg := fmt.Sprintf("%s: container %s exited at once with code %d", p.name, s.name, code)
+	if strings.Contains(strings.ToLower(tail), "address already in use") {
+		msg += fmt.Sprintf(" because port %s on %s is already in use", portList(spec, pl), pl.listen.Host)
+	}
+	if tail != "" {
+		msg += "; last log lines:\n" + indent(tail)
+	}
+	return errors.New(msg)
+}
+
+// portList names the spec's ports and numbers for messages: "6379 (redis)".
+func portList(spec platform.Spec, pl plan) string {
+	var parts []string
+	for _, name := range spec.Ports {
+		parts = append(parts, fmt.Sprintf("%d (%s)", pl.listen.Ports[name], name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// indent prefixes every line of s with two spaces.
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// bridgeIP is the container's address on the default bridge network.
+func bridgeIP(insp container.InspectResponse) string {
+	if insp.NetworkSettings == nil {
+		return ""
+	}
+	if n, ok := insp.NetworkSettings.Networks[network.NetworkBridge]; ok && n != nil && n.IPAddress != "" {
+		return n.IPAddress
+	}
+	return ""
+}
+
+// bridgeName is the host interface of the default bridge network (docker0).
+func (p *dockerPlatform) bridgeName(ctx context.Context) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bridge != "" {
+		return p.bridge
+	}
+	n, err := p.eng.cli.NetworkInspect(ctx, network.NetworkBridge, network.InspectOptions{})
+	if err != nil {
+		return "docker0"
+	}
+	p.bridge = n.Options["com.docker.network.bridge.name"]
+	if p.bridge == "" {
+		p.bridge = "docker0"
+	}
+	return p.bridge
+}
+
+// describe says where the server runs and how the client reaches it.
+func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.Spec, pl plan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "container %s %s ", shortID(s.id), s.name)
+	if p.kind == platform.DockerHost {
+		b.WriteString("on the host network")
+	} else {
+		fmt.Fprintf(&b, "on %s %s", p.bridgeName(ctx), s.bridgeIP)
+	}
+	var parts []string
+	for _, name := range spec.Ports {
+		n := pl.listen.Ports[name]
+		switch p.kind {
+		case platform.DockerNAT:
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (iptables DNAT)", pl.publishOn, n, n))
+		case platform.DockerProxy:
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
+		case platform.DockerBridge:
+			parts = append(parts, fmt.Sprintf("client to %s:%d (veth, no NAT)", s.bridgeIP, n))
+		case platform.DockerHost:
+			parts = append(parts, fmt.Sprintf("listening %s:%d", pl.listen.Host, n))
+		}
+	}
+	if len(parts) > 0 {
+		b.WriteString(", " + strings.Join(parts, ", "))
+	}
+	if o := p.opt.String(); o != "" {
+		b.WriteString("; " + o)
+	}
+	for _, w := range s.warnings {
+		b.WriteString("; warning: " + oneLine(w))
+	}
+	return b.String()
+}
+
+// demux splits a multiplexed container log stream into one text.
+func demux(raw []byte) string {
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, bytes.NewReader(raw)); err != nil {
+		return string(raw) // a TTY stream is not multiplexed
+	}
+	return out.String()
+}
