@@ -1,0 +1,419 @@
+package study
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+var (
+	// studyName is what a study's name may look like.
+	studyName = regexp.MustCompile(`^[a-z0-9-]+$`)
+	// labelName is what platform variant and workload names may look like;
+	// they end up in container names, file names and reports.
+	labelName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+)
+
+// Validate checks the study's settings: bounds, platforms and their options,
+// workloads and their parameters (against reg), and the baseline. It returns
+// the problem that comes first in the file, as one "file:line: " line.
+func (s *Study) Validate(reg *workload.Registry) error {
+	if reg == nil {
+		return errors.New("study: validating needs a workload registry")
+	}
+	v := &validator{s: s}
+	v.settings()
+	v.quick()
+	v.platforms()
+	v.workloads(reg)
+	v.baseline()
+	return v.first()
+}
+
+// validator collects a study's problems with their lines.
+type validator struct {
+	s    *Study
+	errs []*Error
+}
+
+func (v *validator) add(line int, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.s.Source, Line: line, Err: fmt.Errorf(format, args...)})
+}
+
+// first returns the problem on the earliest line; problems without a line
+// (settings made in code) come last.
+func (v *validator) first() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	key := func(e *Error) int {
+		if e.Line <= 0 {
+			return math.MaxInt
+		}
+		return e.Line
+	}
+	sort.SliceStable(v.errs, func(i, j int) bool { return key(v.errs[i]) < key(v.errs[j]) })
+	return v.errs[0]
+}
+
+// at returns the line of the first written key of the study's, falling back
+// to the start of the document.
+func (v *validator) at(keys ...string) int { return v.s.lines.line(append(keys, "")...) }
+
+func (v *validator) settings() {
+	s := v.s
+	switch {
+	case s.Name == "":
+		v.add(v.at("name"), "name is required")
+	case !studyName.MatchString(s.Name):
+		v.add(v.at("name"), "name: %q must be lower-case letters, digits and '-'", s.Name)
+	}
+	if s.Rounds < MinRounds {
+		v.add(v.at("rounds"), "rounds: %d is below the minimum %d", s.Rounds, MinRounds)
+	}
+	if s.Warmup < 0 {
+		v.add(v.at("warmup"), "warmup: %d is below the minimum 0", s.Warmup)
+	}
+	if s.Trial <= 0 {
+		v.add(v.at("trial"), "trial: %s is not positive", formatDuration(s.Trial))
+	}
+	if s.Order != OrderRandom && s.Order != OrderFixed {
+		v.add(v.at("order"), "order: %q is not one of %s, %s", s.Order, OrderRandom, OrderFixed)
+	}
+	switch {
+	case s.UntilCI < 0:
+		v.add(v.at("until_ci"), "until_ci: %g is below the minimum 0", s.UntilCI)
+	case s.UntilCI >= 100:
+		v.add(v.at("until_ci"), "until_ci: %g is not below 100 (it is a percentage)", s.UntilCI)
+	}
+	switch {
+	case s.MaxRounds < MinRounds:
+		v.add(v.at("max_rounds"), "max_rounds: %d is below the minimum %d", s.MaxRounds, MinRounds)
+	case s.UntilCI > 0 && s.MaxRounds < s.Rounds:
+		v.add(v.at("max_rounds", "rounds", "until_ci"), "max_rounds: %d is below rounds (%d)", s.MaxRounds, s.Rounds)
+	}
+	if s.MaxTime <= 0 {
+		v.add(v.at("max_time"), "max_time: %s is not positive", formatDuration(s.MaxTime))
+	}
+}
+
+// quick checks the quick block's values on their own; they are checked
+// together with the rest when Apply uses them.
+func (v *validator) quick() {
+	q := v.s.Quick
+	if q.Rounds != 0 && q.Rounds < MinRounds {
+		v.add(v.at("quick.rounds", "quick"), "quick.rounds: %d is below the minimum %d", q.Rounds, MinRounds)
+	}
+	if q.Warmup != nil && *q.Warmup < 0 {
+		v.add(v.at("quick.warmup", "quick"), "quick.warmup: %d is below the minimum 0", *q.Warmup)
+	}
+	if q.Trial < 0 {
+		v.add(v.at("quick.trial", "quick"), "quick.trial: %s is not positive", formatDuration(q.Trial))
+	}
+	if q.MaxRounds != 0 && q.MaxRounds < MinRounds {
+		v.add(v.at("quick.max_rounds", "quick"), "quick.max_rounds: %d is below the minimum %d", q.MaxRounds, MinRounds)
+	}
+	if q.MaxTime < 0 {
+		v.add(v.at("quick.max_time", "quick"), "quick.max_time: %s is not positive", formatDuration(q.MaxTime))
+	}
+}
+
+func (v *validator) platforms() {
+	s := v.s
+	if len(s.Platforms) == 0 {
+		v.add(v.at("platforms"), "platforms: at least one platform is required")
+		return
+	}
+	builtins := strings.Join(platform.BuiltinNames(), ", ")
+	seen := map[string]int{} // name -> index
+	for i, p := range s.Platforms {
+		where := fmt.Sprintf("platforms[%d]", i)
+		at := func(keys ...string) int {
+			if n := p.lines.line(append(keys, "")...); n > 0 {
+				return n
+			}
+			return v.at("platforms")
+		}
+		if p.Name == "" {
+			v.add(at("name"), "%s: name is required", where)
+			continue
+		}
+		if j, dup := seen[p.Name]; dup {
+			first := fmt.Sprintf("platforms[%d]", j)
+			if n := s.Platforms[j].lines.line(""); n > 0 {
+				first = fmt.Sprintf("line %d", n)
+			}
+			v.add(at("name"), "%s: platform %q is listed twice (first at %s)", where, p.Name, first)
+			continue
+		}
+		seen[p.Name] = i
+		if !p.IsVariant() {
+			if !platform.IsBuiltin(p.Name) {
+				v.add(at("name"), "%s: unknown platform %q (built-in: %s)", where, p.Name, builtins)
+			}
+			continue
+		}
+		switch {
+		case platform.IsBuiltin(p.Name):
+			v.add(at("name"), "%s.name: %q is a built-in platform; give the variant its own name", where, p.Name)
+		case !labelName.MatchString(p.Name):
+			v.add(at("name"), "%s.name: %q must be lower-case letters, digits, '.', '_' and '-'", where, p.Name)
+		}
+		switch {
+		case p.Base == "":
+			v.add(at(), "%s: base is required (built-in: %s)", where, builtins)
+		case !platform.IsBuiltin(p.Base):
+			v.add(at("base"), "%s.base: unknown platform %q (built-in: %s)", where, p.Base, builtins)
+		}
+		// Check each option alone so that the error points at its line.
+		o := p.Options
+		for _, f := range []struct {
+			key string
+			opt platform.Options
+		}{
+			{"cpus", platform.Options{CPUs: o.CPUs}},
+			{"cpuset", platform.Options{CPUSet: o.CPUSet}},
+			{"memory", platform.Options{Memory: o.Memory}},
+		} {
+			if err := f.opt.Validate(); err != nil {
+				v.add(at("options."+f.key, "options"), "%s.options: %w", where, err)
+			}
+		}
+	}
+}
+
+func (v *validator) workloads(reg *workload.Registry) {
+	s := v.s
+	if len(s.Workloads) == 0 {
+		v.add(v.at("workloads"), "workloads: at least one workload is required")
+		return
+	}
+	known := strings.Join(reg.Names(), ", ")
+	seen := map[string]int{}
+	for i, w := range s.Workloads {
+		where := fmt.Sprintf("workloads[%d]", i)
+		at := func(keys ...string) int {
+			if n := w.lines.line(append(keys, "")...); n > 0 {
+				return n
+			}
+			return v.at("workloads")
+		}
+		if w.Kind == "" {
+			v.add(at(), "%s: workload is required (known: %s)", where, known)
+			continue
+		}
+		switch j, dup := seen[w.Name]; {
+		case w.Name == "":
+			v.add(at("name"), "%s: name is required", where)
+		case dup:
+			v.add(at("name", "workload"), "%s: name %q is already used by workloads[%d]; set name: to tell them apart", where, w.Name, j)
+		case !labelName.MatchString(w.Name):
+			v.add(at("name", "workload"), "%s.name: %q must be lower-case letters, digits, '.', '_' and '-'", where, w.Name)
+		default:
+			seen[w.Name] = i
+		}
+		kind, ok := reg.Get(w.Kind)
+		if !ok {
+			v.add(at("workload"), "%s.workload: unknown workload %q (known: %s)", where, w.Kind, known)
+			continue
+		}
+		// Resolve one parameter at a time, in file order, so that each
+		// error points at its parameter's line.
+		names := make([]string, 0, len(w.Params))
+		for name := range w.Params {
+			names = append(names, name)
+		}
+		sort.Slice(names, func(a, b int) bool {
+			la, lb := w.lines["params."+names[a]], w.lines["params."+names[b]]
+			if la != lb {
+				return la < lb
+			}
+			return names[a] < names[b]
+		})
+		for _, name := range names {
+			one := map[string]string{name: w.Params[name]}
+			if _, err := workload.Resolve(kind.Params(), one, s.quick); err != nil {
+				v.add(at("params."+name, "params"), "%s.params: %w", where, err)
+			}
+		}
+	}
+}
+
+func (v *validator) baseline() {
+	s := v.s
+	if len(s.Platforms) == 0 {
+		return
+	}
+	if _, ok := s.Platform(s.Baseline); !ok {
+		v.add(v.at("baseline", "platforms"), "baseline: %q is not among the platforms (%s)", s.Baseline, strings.Join(s.PlatformNames(), ", "))
+	}
+}
+
+// resolve sets every workload's Values from its Params; the study has been
+// validated.
+func (s *Study) resolve(reg *workload.Registry) error {
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		kind, ok := reg.Get(w.Kind)
+		if !ok {
+			return &Error{File: s.Source, Line: w.lines.line("workload", ""), Err: fmt.Errorf("unknown workload %q", w.Kind)}
+		}
+		vals, err := workload.Resolve(kind.Params(), w.Params, s.quick)
+		if err != nil {
+			return &Error{File: s.Source, Line: w.lines.line("params", ""), Err: fmt.Errorf("workloads[%d].params: %w", i, err)}
+		}
+		w.Values = vals
+	}
+	return nil
+}
+
+// Overrides are the command line's changes to a study.
+type Overrides struct {
+	// Platforms, when set, keeps only the named platforms, in this order; a
+	// built-in name the study lacks is added as is. The baseline must be
+	// among them.
+	Platforms []string
+	// Rounds, when > 0, replaces the number of counted rounds.
+	Rounds int
+	// Trial, when > 0, replaces the trial length.
+	Trial time.Duration
+	// UntilCI, when > 0, replaces the precision target (percent).
+	UntilCI float64
+	// Quick applies the study's quick block and the workloads' quick
+	// parameter defaults. Rounds, Trial and UntilCI win over it.
+	Quick bool
+	// Seed, when != 0, replaces the seed.
+	Seed int64
+}
+
+// Validate checks the overrides on their own; errors name the flag.
+func (o Overrides) Validate() error {
+	if o.Rounds < 0 || o.Rounds > 0 && o.Rounds < MinRounds {
+		return fmt.Errorf("--rounds %d: below the minimum %d", o.Rounds, MinRounds)
+	}
+	if o.Trial < 0 {
+		return fmt.Errorf("--trial %s: not positive", formatDuration(o.Trial))
+	}
+	if o.UntilCI < 0 || o.UntilCI >= 100 {
+		return fmt.Errorf("--until-ci %g: want a percentage above 0 and below 100", o.UntilCI)
+	}
+	seen := map[string]bool{}
+	for _, name := range o.Platforms {
+		if name == "" {
+			return errors.New("--platforms: empty platform name")
+		}
+		if seen[name] {
+			return fmt.Errorf("--platforms: %q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// Apply changes the study as the overrides say, chooses a seed if it has
+// none, re-checks it against reg and re-resolves the workloads' parameters.
+// On error the study is left unchanged. Call Apply, with zero Overrides if
+// need be, before running a study.
+func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	c := *s
+	c.Platforms = slices.Clone(s.Platforms)
+	c.Workloads = slices.Clone(s.Workloads)
+	if o.Quick {
+		c.applyQuick()
+	}
+	if o.Rounds > 0 {
+		c.Rounds = o.Rounds
+	}
+	if o.Trial > 0 {
+		c.Trial = o.Trial
+	}
+	if o.UntilCI > 0 {
+		c.UntilCI = o.UntilCI
+	}
+	if o.Seed != 0 {
+		c.Seed = o.Seed
+	}
+	if c.Seed == 0 {
+		c.Seed = NewSeed()
+	}
+	if c.UntilCI > 0 && c.MaxRounds < c.Rounds {
+		switch {
+		case o.Rounds > 0:
+			return fmt.Errorf("--rounds %d: above the study's max_rounds (%d)", o.Rounds, c.MaxRounds)
+		case o.UntilCI > 0:
+			return fmt.Errorf("--until-ci %g: the study's max_rounds (%d) is below its rounds (%d)", o.UntilCI, c.MaxRounds, c.Rounds)
+		}
+	}
+	if len(o.Platforms) > 0 {
+		if err := c.selectPlatforms(o.Platforms); err != nil {
+			return err
+		}
+	}
+	if err := c.Validate(reg); err != nil {
+		return err
+	}
+	if err := c.resolve(reg); err != nil {
+		return err
+	}
+	*s = c
+	return nil
+}
+
+// applyQuick applies the quick block.
+func (s *Study) applyQuick() {
+	s.quick = true
+	q := s.Quick
+	if q.Rounds > 0 {
+		s.Rounds = q.Rounds
+	}
+	if q.Warmup != nil {
+		s.Warmup = *q.Warmup
+	}
+	if q.Trial > 0 {
+		s.Trial = q.Trial
+	}
+	if q.MaxRounds > 0 {
+		s.MaxRounds = q.MaxRounds
+	}
+	if q.MaxTime > 0 {
+		s.MaxTime = q.MaxTime
+	}
+}
+
+// selectPlatforms keeps the named platforms in the given order.
+func (s *Study) selectPlatforms(names []string) error {
+	var ps []Platform
+	for _, name := range names {
+		p, ok := s.Platform(name)
+		switch {
+		case ok:
+		case platform.IsBuiltin(name):
+			p = Platform{Name: name, Base: name}
+		default:
+			return fmt.Errorf("--platforms: unknown platform %q (in the study: %s; built-in: %s)",
+				name, strings.Join(s.PlatformNames(), ", "), strings.Join(platform.BuiltinNames(), ", "))
+		}
+		ps = append(ps, p)
+	}
+	if !slices.Contains(names, s.Baseline) {
+		return fmt.Errorf("--platforms: the baseline %s must be among the platforms (given: %s)", s.Baseline, strings.Join(names, ", "))
+	}
+	s.Platforms = ps
+	return nil
+}
+
+// NewSeed returns a random seed for a study that has none: positive and
+// short enough to read and type.
+func NewSeed() int64 { return rand.Int64N(math.MaxInt32) + 1 }

@@ -1,0 +1,168 @@
+package study
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// YAML renders the study as it runs: every setting explicit, after
+// overrides, with the seed and each workload's resolved parameters (its
+// Params where it has not been resolved). Parse reads it back to the same
+// study.
+func (s *Study) YAML() ([]byte, error) {
+	root := mapping(false)
+	add := func(key string, value *yaml.Node) { root.Content = append(root.Content, plain(key), value) }
+	add("name", str(s.Name))
+	if s.Description != "" {
+		add("description", str(s.Description))
+	}
+	add("baseline", str(s.Baseline))
+	add("rounds", plain(strconv.Itoa(s.Rounds)))
+	add("warmup", plain(strconv.Itoa(s.Warmup)))
+	add("trial", plain(formatDuration(s.Trial)))
+	add("order", str(s.Order))
+	add("seed", plain(strconv.FormatInt(s.Seed, 10)))
+	add("until_ci", plain(formatFloat(s.UntilCI)))
+	add("max_rounds", plain(strconv.Itoa(s.MaxRounds)))
+	add("max_time", plain(formatDuration(s.MaxTime)))
+
+	platforms := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, p := range s.Platforms {
+		platforms.Content = append(platforms.Content, platformNode(p))
+	}
+	add("platforms", platforms)
+
+	workloads := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, w := range s.Workloads {
+		workloads.Content = append(workloads.Content, workloadNode(w))
+	}
+	add("workloads", workloads)
+
+	if q := quickNode(s.Quick); len(q.Content) > 0 {
+		add("quick", q)
+	}
+
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("rendering study %s: %w", s.Name, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("rendering study %s: %w", s.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// platformNode renders a built-in as its name, a variant as a flow mapping.
+func platformNode(p Platform) *yaml.Node {
+	if !p.IsVariant() {
+		return str(p.Name)
+	}
+	n := mapping(true, plain("name"), str(p.Name), plain("base"), str(p.Base))
+	o := mapping(true)
+	if p.Options.CPUs != 0 {
+		o.Content = append(o.Content, plain("cpus"), plain(formatFloat(p.Options.CPUs)))
+	}
+	if p.Options.CPUSet != "" {
+		o.Content = append(o.Content, plain("cpuset"), str(p.Options.CPUSet))
+	}
+	if p.Options.Memory != "" {
+		o.Content = append(o.Content, plain("memory"), str(p.Options.Memory))
+	}
+	if len(o.Content) > 0 {
+		n.Content = append(n.Content, plain("options"), o)
+	}
+	return n
+}
+
+// workloadNode renders a workload with its parameters sorted by name.
+func workloadNode(w Workload) *yaml.Node {
+	n := mapping(false, plain("workload"), str(w.Kind))
+	if w.Name != w.Kind {
+		n.Content = append(n.Content, plain("name"), str(w.Name))
+	}
+	params := map[string]string(w.Values)
+	if params == nil {
+		params = w.Params
+	}
+	if len(params) > 0 {
+		names := make([]string, 0, len(params))
+		for k := range params {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		pn := mapping(true)
+		for _, k := range names {
+			pn.Content = append(pn.Content, plain(k), paramValue(params[k]))
+		}
+		n.Content = append(n.Content, plain("params"), pn)
+	}
+	return n
+}
+
+func quickNode(q Quick) *yaml.Node {
+	n := mapping(true)
+	if q.Rounds != 0 {
+		n.Content = append(n.Content, plain("rounds"), plain(strconv.Itoa(q.Rounds)))
+	}
+	if q.Warmup != nil {
+		n.Content = append(n.Content, plain("warmup"), plain(strconv.Itoa(*q.Warmup)))
+	}
+	if q.Trial != 0 {
+		n.Content = append(n.Content, plain("trial"), plain(formatDuration(q.Trial)))
+	}
+	if q.MaxRounds != 0 {
+		n.Content = append(n.Content, plain("max_rounds"), plain(strconv.Itoa(q.MaxRounds)))
+	}
+	if q.MaxTime != 0 {
+		n.Content = append(n.Content, plain("max_time"), plain(formatDuration(q.MaxTime)))
+	}
+	return n
+}
+
+func mapping(flow bool, content ...*yaml.Node) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Content: content}
+	if flow {
+		n.Style = yaml.FlowStyle
+	}
+	return n
+}
+
+// plain is a scalar written as is (numbers, durations, keys).
+func plain(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+
+// str is a string scalar, quoted when it would otherwise read as something
+// else (a number, a boolean, null).
+func str(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+
+// paramValue writes a parameter value plainly where it can: Parse keeps a
+// parameter's text whatever YAML type it reads as, so 1000 and "1000" are
+// the same. Only text that would not read back as itself is quoted.
+func paramValue(v string) *yaml.Node {
+	n := plain(v)
+	if v == "" || v == "~" || strings.EqualFold(v, "null") {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
+
+// formatDuration writes d the way people do: 20s, 4m, 1h, 1h30m, 1.5s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
