@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
 )
 
 // ParamType is the type of a workload parameter.
@@ -177,10 +178,16 @@ type Metric struct {
 	Unit           string
 	HigherIsBetter bool
 	Help           string
+	// Diagnostic metrics (the driver's own CPU use, ...) explain a result;
+	// they are reported but do not count toward --until-ci's precision.
+	Diagnostic bool
 }
 
 // Trial is what the engine hands a workload for one trial.
 type Trial struct {
+	// Run is the run the trial belongs to; client processes carry it in
+	// their environment so cleanup finds them after a crash.
+	Run runid.ID
 	// Name identifies the trial in log and raw-output file names.
 	Name     string
 	Platform platform.Platform

@@ -1,0 +1,86 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+// ClientRun is the outcome of one load-generator process.
+type ClientRun struct {
+	Argv     []string
+	Output   []byte // stdout
+	RawPath  string // where stdout+stderr were saved
+	Wall     time.Duration
+	CPU      time.Duration // user+system time of the client and its children
+	ExitCode int
+}
+
+// CPUShare is the client's CPU time over its wall time (1.0 = one full CPU).
+func (c ClientRun) CPUShare() float64 {
+	if c.Wall <= 0 {
+		return 0
+	}
+	return c.CPU.Seconds() / c.Wall.Seconds()
+}
+
+// RunClient runs a load generator on the host: in its own process group with
+// the run ID in its environment, killed with its group when ctx ends; its
+// stdout and stderr are saved to rawDir/name. A non-zero exit is an error that
+// points to the saved output.
+func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []string) (ClientRun, error) {
+	res := ClientRun{Argv: argv, RawPath: filepath.Join(rawDir, name)}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return res, fmt.Errorf("%s not found: install it with `make setup`: %w", argv[0], err)
+	}
+	if err := os.MkdirAll(rawDir, 0o755); err != nil {
+		return res, fmt.Errorf("creating raw output dir: %w", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(run))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		err = ctx.Err()
+	}
+	res.Wall = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+		res.ExitCode = ps.ExitCode()
+	}
+	res.Output = stdout.Bytes()
+	raw := fmt.Sprintf("# %s\n# exit %d, wall %v, cpu %v\n%s", strings.Join(argv, " "), res.ExitCode, res.Wall.Round(time.Millisecond), res.CPU.Round(time.Millisecond), stdout.String())
+	if stderr.Len() > 0 {
+		raw += "# stderr:\n" + stderr.String()
+	}
+	if werr := os.WriteFile(res.RawPath, []byte(raw), 0o644); werr != nil {
+		return res, fmt.Errorf("saving %s output: %w", argv[0], werr)
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s failed (%v): see %s", argv[0], err, res.RawPath)
+	}
+	return res, nil
+}
