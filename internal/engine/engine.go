@@ -1,0 +1,331 @@
+// Package engine runs a study: randomised multiple interleaved trials, round
+// after round, each trial stored the moment it ends, until the study's rounds
+// are done or, with --until-ci, until every ratio is as precise as asked or a
+// cap is hit. An interrupted run can be resumed without repeating stored
+// trials.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// ErrInterrupted is returned when the context ends the run early; the run is
+// stored as "interrupted" and can be resumed.
+var ErrInterrupted = errors.New("run interrupted")
+
+// Stop reasons recorded with a finished run.
+const (
+	ReasonRounds    = "all rounds done"
+	ReasonPrecision = "precision reached"
+	ReasonMaxRounds = "round cap reached before the precision"
+	ReasonMaxTime   = "time cap reached before the precision"
+)
+
+// maxConsecutiveFailures aborts a run when one unit keeps failing.
+const maxConsecutiveFailures = 3
+
+// PlatformOpener opens the study's platforms for a run. It returns them by
+// name and a function that releases them.
+type PlatformOpener func(ctx context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error)
+
+// Progress receives what the engine does; implementations draw a bar on a
+// terminal or print log lines.
+type Progress interface {
+	// Begin is called once with the run ID and the planned number of trials.
+	Begin(run runid.ID, planned int, done int)
+	// TrialStart is called before each trial.
+	TrialStart(round int, warmup bool, unit study.Unit)
+	// TrialEnd is called after each trial with what was stored.
+	TrialEnd(t store.Trial)
+	// Logf reports an event worth a line.
+	Logf(format string, args ...any)
+	// End is called once when the run stops.
+	End()
+}
+
+// Config is everything a run needs.
+type Config struct {
+	Study     *study.Study
+	Registry  *workload.Registry
+	Store     store.Store
+	Dir       state.Dir
+	Platforms PlatformOpener
+	// Image is the workload image reference container platforms use.
+	Image string
+	// Env is the captured environment, stored with a new run.
+	Env []byte
+	// Version is nearnative's version and commit.
+	Version string
+	// Resume continues this stored run instead of starting a new one; Study
+	// is then ignored and rebuilt from the stored spec.
+	Resume   runid.ID
+	Progress Progress
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Run    store.Run
+	Study  *study.Study
+	Reason string
+}
+
+type unitKey struct {
+	round              int
+	workload, platform string
+}
+
+// Run executes (or resumes) a study.
+func Run(ctx context.Context, cfg Config) (Outcome, error) {
+	var out Outcome
+	r, st, done, err := prepare(ctx, cfg)
+	if err != nil {
+		return out, err
+	}
+	out.Run, out.Study = r, st
+	lock, err := cfg.Dir.AcquireLock(r.ID)
+	if err != nil {
+		return out, err
+	}
+	defer lock.Release()
+
+	runDir := cfg.Dir.RunDir(r.ID)
+	env := platform.Env{Run: r.ID, LogDir: filepath.Join(runDir, "logs"), Image: cfg.Image}
+	if err := os.MkdirAll(env.LogDir, 0o755); err != nil {
+		return out, fmt.Errorf("creating run directory: %w", err)
+	}
+	instances := map[string]workload.Instance{}
+	for _, w := range st.Workloads {
+		kind, ok := cfg.Registry.Get(w.Kind)
+		if !ok {
+			return out, fmt.Errorf("workload %s: unknown kind %q", w.Name, w.Kind)
+		}
+		in, err := kind.New(w.Values)
+		if err != nil {
+			return out, fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		instances[w.Name] = in
+	}
+	plats, closePlats, err := cfg.Platforms(ctx, env, st.Platforms)
+	if err != nil {
+		return out, err
+	}
+	defer closePlats()
+
+	if cfg.Resume == "" {
+		if err := cfg.Store.CreateRun(ctx, r); err != nil {
+			return out, err
+		}
+	} else if err := cfg.Store.SetRunStatus(ctx, r.ID, "running"); err != nil {
+		return out, err
+	}
+
+	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats,
+		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}}
+	reason, runErr := e.loop(ctx)
+	out.Reason = reason
+	status := "done"
+	switch {
+	case errors.Is(runErr, ErrInterrupted):
+		status, reason = "interrupted", "interrupted by signal: resume with `nearnative run --resume "+string(r.ID)+"`"
+	case runErr != nil:
+		status, reason = "failed", runErr.Error()
+	}
+	if err := cfg.Store.FinishRun(context.WithoutCancel(ctx), r.ID, status, reason, time.Now()); err != nil && runErr == nil {
+		runErr = err
+	}
+	out.Run.Status, out.Run.StopReason = status, reason
+	return out, runErr
+}
+
+// prepare builds the run record and the study, and for a resumed run the set
+// of trials already stored.
+func prepare(ctx context.Context, cfg Config) (store.Run, *study.Study, map[unitKey]bool, error) {
+	done := map[unitKey]bool{}
+	if cfg.Resume == "" {
+		st := cfg.Study
+		spec, err := st.YAML()
+		if err != nil {
+			return store.Run{}, nil, nil, err
+		}
+		r := store.Run{ID: runid.New(), Study: st.Name, Spec: spec, Seed: st.Seed, Baseline: st.Baseline,
+			Status: "running", Started: time.Now(), Env: cfg.Env, Version: cfg.Version}
+		return r, st, done, nil
+	}
+	r, err := cfg.Store.Run(ctx, string(cfg.Resume))
+	if err != nil {
+		return store.Run{}, nil, nil, err
+	}
+	if r.Status == "done" {
+		return store.Run{}, nil, nil, fmt.Errorf("run %s is already complete: nothing to resume (see `nearnative show %s`)", r.ID, r.ID)
+	}
+	if cfg.Dir.Alive(r.ID) {
+		return store.Run{}, nil, nil, fmt.Errorf("run %s is still running in another nearnative process", r.ID)
+	}
+	st, err := study.Parse(r.Spec, "run "+string(r.ID), cfg.Registry)
+	if err != nil {
+		return store.Run{}, nil, nil, fmt.Errorf("stored study of run %s: %w", r.ID, err)
+	}
+	if err := st.Apply(study.Overrides{Seed: r.Seed}, cfg.Registry); err != nil {
+		return store.Run{}, nil, nil, fmt.Errorf("stored study of run %s: %w", r.ID, err)
+	}
+	trials, err := cfg.Store.Trials(ctx, r.ID)
+	if err != nil {
+		return store.Run{}, nil, nil, err
+	}
+	for _, t := range trials {
+		done[unitKey{t.Round, t.Workload, t.Platform}] = true
+	}
+	return r, st, done, nil
+}
+
+type runner struct {
+	cfg       Config
+	run       store.Run
+	st        *study.Study
+	done      map[unitKey]bool
+	instances map[string]workload.Instance
+	plats     map[string]platform.Platform
+	rawDir    string
+	failures  map[string]int // consecutive failures per unit
+	spent     time.Duration  // machine time of trials run by this process
+}
+
+func (e *runner) loop(ctx context.Context) (string, error) {
+	st := e.st
+	units := st.Units()
+	planned := (st.Warmup + st.Rounds) * len(units)
+	if st.UntilCI > 0 {
+		planned = (st.Warmup + st.MaxRounds) * len(units)
+	}
+	prog := e.cfg.Progress
+	prog.Begin(e.run.ID, planned, len(e.done))
+	defer prog.End()
+	if st.UntilCI > 0 {
+		prog.Logf("until-ci %.3g%%: at least %d counted rounds, at most %d rounds or %v", st.UntilCI, st.Rounds, st.MaxRounds, st.MaxTime)
+	}
+	for round := 0; ; round++ {
+		counted := round - st.Warmup + 1 // counted rounds complete after this one
+		for _, u := range study.Schedule(units, round, st.Seed, st.Order) {
+			if ctx.Err() != nil {
+				return "", ErrInterrupted
+			}
+			k := unitKey{round, u.Workload.Name, u.Platform.Name}
+			if e.done[k] {
+				continue
+			}
+			if err := e.trial(ctx, round, u); err != nil {
+				return "", err
+			}
+		}
+		if counted < st.Rounds {
+			continue
+		}
+		if st.UntilCI <= 0 {
+			return ReasonRounds, nil
+		}
+		hw, ok, err := e.precision(ctx)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			prog.Logf("after %d counted rounds the widest CI half-width is %.2f%% (target %.3g%%)", counted, hw, st.UntilCI)
+			if hw <= st.UntilCI {
+				return ReasonPrecision, nil
+			}
+		}
+		if counted >= st.MaxRounds {
+			return ReasonMaxRounds, nil
+		}
+		if e.spent >= st.MaxTime {
+			return ReasonMaxTime, nil
+		}
+	}
+}
+
+func (e *runner) trial(ctx context.Context, round int, u study.Unit) error {
+	warm := round < e.st.Warmup
+	name := fmt.Sprintf("r%02d-%s-%s", round, u.Workload.Name, u.Platform.Name)
+	e.cfg.Progress.TrialStart(round, warm, u)
+	start := time.Now()
+	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
+		Run: e.run.ID, Name: name, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
+		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
+	})
+	dur := time.Since(start)
+	e.spent += dur
+	if ctx.Err() != nil {
+		// The trial in flight is not stored: a resume runs it again.
+		return ErrInterrupted
+	}
+	t := store.Trial{RunID: e.run.ID, Round: round, Index: len(e.done), Warmup: warm, Workload: u.Workload.Name,
+		Platform: u.Platform.Name, Started: start, Duration: dur, Commands: res.Commands, Where: res.Where,
+		Notes: res.Notes, RawDir: e.rawDir}
+	if err != nil {
+		t.Error = err.Error()
+	} else {
+		for _, m := range e.instances[u.Workload.Name].Metrics() {
+			v, ok := res.Values[m.Name]
+			if !ok {
+				t.Error = fmt.Sprintf("workload %s did not report metric %s", u.Workload.Kind, m.Name)
+				break
+			}
+			t.Metrics = append(t.Metrics, store.Metric{Name: m.Name, Unit: m.Unit, HigherIsBetter: m.HigherIsBetter, Value: v})
+		}
+	}
+	if serr := e.cfg.Store.AddTrial(context.WithoutCancel(ctx), t); serr != nil {
+		return fmt.Errorf("storing trial %s: %w", name, serr)
+	}
+	e.done[unitKey{round, u.Workload.Name, u.Platform.Name}] = true
+	e.cfg.Progress.TrialEnd(t)
+	if t.Error == "" {
+		e.failures[u.String()] = 0
+		return nil
+	}
+	e.failures[u.String()]++
+	switch {
+	case warm:
+		return fmt.Errorf("trial %s failed in the warm-up round, so the study cannot run as configured: %s", name, t.Error)
+	case e.failures[u.String()] >= maxConsecutiveFailures:
+		return fmt.Errorf("%s failed %d times in a row, last: %s", u, maxConsecutiveFailures, t.Error)
+	}
+	e.cfg.Progress.Logf("trial %s failed (recorded, the run goes on): %s", name, t.Error)
+	return nil
+}
+
+// precision returns the widest CI half-width over every ratio so far.
+func (e *runner) precision(ctx context.Context) (float64, bool, error) {
+	trials, err := e.cfg.Store.Trials(ctx, e.run.ID)
+	if err != nil {
+		return 0, false, err
+	}
+	res := analysis.Analyse(trials, analysis.Options{Baseline: e.st.Baseline, Stats: stats.Options{Seed: uint64(e.st.Seed)}})
+	diagnostic := map[[2]string]bool{}
+	for name, in := range e.instances {
+		for _, m := range in.Metrics() {
+			diagnostic[[2]string{name, m.Name}] = m.Diagnostic
+		}
+	}
+	hw, ok := res.MaxHalfWidth(func(t analysis.Table) bool { return !diagnostic[[2]string{t.Workload, t.Metric}] })
+	return hw, ok, nil
+}
+
+type progressWriter struct{ p Progress }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.p.Logf("%s", string(b))
+	return len(b), nil
+}
