@@ -265,3 +265,23 @@ func keys(m map[runid.ID]bool) []runid.ID {
 	}
 	return out
 }
+
+// Engine is the part of a container engine cleanup uses.
+type Engine interface {
+	Runs(ctx context.Context) ([]runid.ID, error)
+	RemoveRun(ctx context.Context, run runid.ID) ([]string, error)
+}
+
+// Containers sweeps containers and networks labelled with a run.
+type Containers struct{ Engine Engine }
+
+// Kind implements Sweeper.
+func (Containers) Kind() string { return "containers and networks" }
+
+// Runs implements Sweeper.
+func (c Containers) Runs(ctx context.Context) ([]runid.ID, error) { return c.Engine.Runs(ctx) }
+
+// Remove implements Sweeper.
+func (c Containers) Remove(ctx context.Context, run runid.ID) ([]string, error) {
+	return c.Engine.RemoveRun(ctx, run)
+}

@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/progress"
+	"github.com/nearnative/nearnative/internal/report"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+	"github.com/nearnative/nearnative/internal/version"
+)
+
+type runFlags struct {
+	platforms       string
+	rounds          int
+	quick           bool
+	untilCI         float64
+	trial           time.Duration
+	seed            int64
+	jsonOut         string
+	resume          string
+	skipUnavailable bool
+	image           string
+}
+
+func (a *app) runCmd() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run STUDY | run --resume RUN",
+		Short: "Run a study (a built-in name or a YAML file) and print the table",
+		Long: `Run a study: every round runs each workload on every platform once, in a
+fresh random order; the first round is warm-up. Each trial is stored the
+moment it ends, so an interrupted run continues with --resume RUN.`,
+		Args: func(c *cobra.Command, args []string) error {
+			if f.resume != "" && len(args) > 0 {
+				return withCode(ExitBadInput, errors.New("give either a study or --resume RUN, not both"))
+			}
+			if f.resume == "" && len(args) != 1 {
+				return withCode(ExitBadInput, errors.New("which study? give a built-in name (see `nearnative studies`) or a YAML file"))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return a.run(c.Context(), args, f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.platforms, "platforms", "", "comma-separated platforms to run (a subset of the study's, or built-in ones)")
+	fl.IntVar(&f.rounds, "rounds", 0, "counted rounds (overrides the study)")
+	fl.BoolVar(&f.quick, "quick", false, "the study's quick settings: fewer, shorter rounds")
+	fl.Float64Var(&f.untilCI, "until-ci", 0, "add rounds until every ratio's 95% CI half-width is at most this many percent (capped by the study's max_rounds and max_time)")
+	fl.DurationVar(&f.trial, "trial", 0, "trial length (overrides the study)")
+	fl.Int64Var(&f.seed, "seed", 0, "seed of the random trial order (default: chosen and recorded)")
+	fl.StringVar(&f.jsonOut, "json", "", "also write the results as JSON to this file")
+	fl.StringVar(&f.resume, "resume", "", "continue an interrupted run without repeating its stored trials")
+	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
+	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
+	return c
+}
+
+func (a *app) run(ctx context.Context, args []string, f runFlags) error {
+	var st *study.Study
+	if f.resume == "" {
+		var err error
+		st, err = study.Load(args[0], a.reg)
+		if err != nil {
+			return withCode(ExitBadInput, err)
+		}
+		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed}
+		if f.platforms != "" {
+			o.Platforms = strings.Split(f.platforms, ",")
+		}
+		if err := st.Apply(o, a.reg); err != nil {
+			return withCode(ExitBadInput, err)
+		}
+	} else if _, err := a.checkResumeFlags(f); err != nil {
+		return err
+	}
+	if f.jsonOut != "" {
+		// Fail now, not after an hour of measuring.
+		fh, err := os.OpenFile(f.jsonOut, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return withCode(ExitBadInput, fmt.Errorf("--json %s: %w", f.jsonOut, err))
+		}
+		fh.Close()
+	}
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	needsDocker := true
+	if st != nil {
+		needsDocker = false
+		for _, p := range st.Platforms {
+			if strings.HasPrefix(p.Base, "docker") {
+				needsDocker = true
+			}
+		}
+	}
+	imageRef := ""
+	var envDocker map[string]string
+	if needsDocker {
+		imageRef, envDocker, err = a.dockerFacts(ctx, f.image)
+		if err != nil && !f.skipUnavailable {
+			return withCode(ExitUnavailable, err)
+		}
+	}
+	env, _ := sysinfo.Capture(ctx)
+	env.Docker = envDocker
+	env.NearnativeVersion, env.Commit = version.Version, version.CommitID()
+	if env.Extra == nil {
+		env.Extra = map[string]string{}
+	}
+	env.Extra["image"] = imageRef
+	envJSON, _ := json.Marshal(env)
+
+	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable}
+	disp := progress.New(a.stderr)
+	out, err := engine.Run(ctx, engine.Config{
+		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Platforms: opener.Open, Image: imageRef,
+		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
+	})
+	for _, s := range opener.Skipped {
+		fmt.Fprintf(a.stderr, "skipped platform %s\n", s)
+	}
+	if out.Run.ID == "" {
+		var un *platformset.Unavailable
+		if errors.As(err, &un) {
+			return withCode(ExitUnavailable, err)
+		}
+		if errors.Is(err, store.ErrNoRun) || errors.Is(err, store.ErrAmbiguous) {
+			return withCode(ExitBadInput, err)
+		}
+		return err
+	}
+	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut); rerr != nil && err == nil {
+		err = rerr
+	}
+	if errors.Is(err, engine.ErrInterrupted) {
+		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("run %s interrupted; continue it with `nearnative run --resume %s`", out.Run.ID, out.Run.ID)}
+	}
+	if err != nil {
+		var un *platformset.Unavailable
+		if errors.As(err, &un) {
+			return withCode(ExitUnavailable, err)
+		}
+		return fmt.Errorf("run %s: %w", out.Run.ID, err)
+	}
+	return nil
+}
+
+func (a *app) checkResumeFlags(f runFlags) (bool, error) {
+	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 {
+		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --trial and --seed"))
+	}
+	if _, err := runid.Parse(f.resume); err != nil && f.resume != "last" {
+		return false, withCode(ExitBadInput, err)
+	}
+	return true, nil
+}
+
+// dockerFacts connects to Docker, finds the workload image and returns the
+// engine facts for the environment record.
+func (a *app) dockerFacts(ctx context.Context, override string) (string, map[string]string, error) {
+	eng, err := docker.Connect(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer eng.Close()
+	facts := map[string]string{}
+	if info, err := eng.Info(ctx); err == nil {
+		facts["version"], facts["api_version"], facts["storage_driver"] = info.Version, info.APIVersion, info.StorageDriver
+		facts["cgroup_driver"], facts["cgroup_version"] = info.CgroupDriver, info.CgroupVersion
+	}
+	ref, err := a.imageRef(ctx, override)
+	return ref, facts, err
+}
+
+// imageRef returns the workload image to use and an error when it is missing.
+func (a *app) imageRef(ctx context.Context, override string) (string, error) {
+	eng, err := docker.Connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer eng.Close()
+	cfg, err := image.DefaultConfig()
+	if err != nil {
+		return "", err
+	}
+	cfg.Ref = override
+	ref, present, err := image.Current(ctx, eng.API(), cfg)
+	if err != nil {
+		return ref, err
+	}
+	if !present {
+		return ref, fmt.Errorf("workload image %s is missing (or the host's packages changed since it was built): run `nearnative image build`", ref)
+	}
+	return ref, nil
+}
+
+// render prints the report of a stored run and writes its JSON.
+func (a *app) render(ctx context.Context, ref string, jsonOut string) error {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, err := db.Run(ctx, ref)
+	if err != nil {
+		return withCode(ExitBadInput, err)
+	}
+	trials, err := db.Trials(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	var platforms, workloads []string
+	if st, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg); err == nil {
+		platforms = st.PlatformNames()
+		for _, w := range st.Workloads {
+			workloads = append(workloads, w.Name)
+		}
+	}
+	res := analysis.Analyse(trials, analysis.Options{Baseline: r.Baseline, Platforms: platforms, Workloads: workloads,
+		Stats: stats.Options{Seed: uint64(r.Seed)}})
+	h := report.Header{Run: r, StopReason: r.StopReason, Notes: notes(trials)}
+	if err := report.Text(a.stdout, h, res); err != nil {
+		return err
+	}
+	if jsonOut != "" {
+		fh, err := os.Create(jsonOut)
+		if err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+		defer fh.Close()
+		if err := report.JSON(fh, h, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stderr, "wrote %s\n", jsonOut)
+	}
+	return nil
+}
+
+// notes collects each platform's description (from its last trial) and the
+// trials' own notes about the driver.
+func notes(trials []store.Trial) []string {
+	where := map[string]string{}
+	var order []string
+	var driver []string
+	seen := map[string]bool{}
+	for _, t := range trials {
+		if len(t.Where) > 0 {
+			if _, ok := where[t.Platform]; !ok {
+				order = append(order, t.Platform)
+			}
+			where[t.Platform] = strings.Join(t.Where, "; ")
+		}
+		for _, n := range t.Notes {
+			if strings.Contains(n, "bottleneck") && !seen[t.Workload+t.Platform] && !t.Warmup {
+				seen[t.Workload+t.Platform] = true
+				driver = append(driver, fmt.Sprintf("%s on %s: %s", t.Workload, t.Platform, n))
+			}
+		}
+	}
+	var out []string
+	for _, p := range order {
+		out = append(out, fmt.Sprintf("%s: %s", p, where[p]))
+	}
+	return append(out, driver...)
+}
+
+func (a *app) runsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "runs",
+		Short: "List stored runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			db, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			runs, err := db.Runs(ctx)
+			if err != nil {
+				return err
+			}
+			if len(runs) == 0 {
+				fmt.Fprintf(a.stdout, "no runs stored in %s yet: try `nearnative run redis --quick`\n", a.db)
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tSTUDY\tSTARTED\tSTATUS\tTRIALS\tBASELINE")
+			for _, r := range runs {
+				status := r.Status
+				if status == "running" && !a.dir.Alive(r.ID) {
+					status = "crashed (resume with --resume)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Study, r.Started.Local().Format("2006-01-02 15:04"), status, r.Trials, r.Baseline)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func (a *app) showCmd() *cobra.Command {
+	var jsonOut string
+	c := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Print a stored run's report (RUN: an ID, a unique prefix, or last)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.render(c.Context(), args[0], jsonOut)
+		},
+	}
+	c.Flags().StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
+	return c
+}
+
+func (a *app) studiesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "studies",
+		Short: "List the built-in studies",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			infos, err := study.Builtins()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			for _, i := range infos {
+				fmt.Fprintf(tw, "%s\t%s\n", i.Name, i.Description)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func (a *app) workloadsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "workloads",
+		Short: "List the workloads with their parameters and defaults",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			for _, w := range a.reg.All() {
+				fmt.Fprintf(a.stdout, "%s: %s\n", w.Name(), w.Description())
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				for _, p := range w.Params() {
+					def := p.Default
+					if def == "" {
+						def = `""`
+					}
+					if p.Quick != "" {
+						def += " (quick: " + p.Quick + ")"
+					}
+					fmt.Fprintf(tw, "  %s\t%s\tdefault %s\t%s\n", p.Name, p.Type, def, p.Help)
+				}
+				tw.Flush()
+			}
+			return nil
+		},
+	}
+}
+

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nearnative/nearnative/internal/cleanup"
+	"github.com/nearnative/nearnative/internal/doctor"
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/study"
+)
+
+func (a *app) doctorCmd() *cobra.Command {
+	var o doctor.Options
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this machine can run the built-in studies, and say how to fix what is missing",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			checks := doctor.Run(c.Context(), o)
+			for _, ch := range checks {
+				fmt.Fprintf(a.stdout, "%-4s  %-18s %s\n", ch.Status, ch.Name, ch.Detail)
+				if ch.Fix != "" {
+					fmt.Fprintf(a.stdout, "      %-18s fix: %s\n", "", ch.Fix)
+				}
+			}
+			if !doctor.Healthy(checks) {
+				return withCode(ExitUnavailable, fmt.Errorf("the built-in studies cannot run here yet: apply the fixes above"))
+			}
+			fmt.Fprintln(a.stdout, "the built-in studies can run here")
+			return nil
+		},
+	}
+	c.Flags().StringVar(&o.Image, "image", "", "use this workload image instead of the locally built one")
+	c.Flags().BoolVar(&o.SkipVM, "skip-vm", false, "skip the QEMU boot probe")
+	return c
+}
+
+func (a *app) platformsCmd() *cobra.Command {
+	var imageRef string
+	c := &cobra.Command{
+		Use:   "platforms",
+		Short: "List the platforms and whether each can run here",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			ref, imgErr := a.imageRef(ctx, imageRef)
+			env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
+			var eng *docker.Engine
+			var engErr error
+			engine := func() (*docker.Engine, error) {
+				if eng == nil && engErr == nil {
+					eng, engErr = docker.Connect(ctx)
+				}
+				return eng, engErr
+			}
+			defer func() {
+				if eng != nil {
+					eng.Close()
+				}
+			}()
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "PLATFORM\tSTATUS\tWHAT IT IS")
+			for _, info := range platform.Builtin() {
+				status := "available"
+				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, engine)
+				if err == nil {
+					if ch, ok := p.(platform.Checker); ok {
+						err = ch.Check(ctx)
+					}
+				}
+				if err == nil && imgErr != nil && info.Name != platform.Native {
+					err = imgErr
+				}
+				if err != nil {
+					status = "unavailable: " + strings.TrimPrefix(err.Error(), platform.ErrUnavailable.Error()+": ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", info.Name, status, info.Description)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&imageRef, "image", "", "workload image to check for instead of the locally built one")
+	return c
+}
+
+func (a *app) imageCmd() *cobra.Command {
+	c := &cobra.Command{Use: "image", Short: "Build or inspect the workload image"}
+	var rebuild bool
+	var ref string
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build the workload image from Debian packages (seconds when nothing changed)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			eng, err := docker.Connect(ctx)
+			if err != nil {
+				return withCode(ExitUnavailable, err)
+			}
+			defer eng.Close()
+			cfg, err := image.DefaultConfig()
+			if err != nil {
+				return withCode(ExitUnavailable, err)
+			}
+			cfg.Ref = ref
+			res, err := image.Build(ctx, eng.API(), cfg, image.BuildOptions{Rebuild: rebuild, Log: a.stderr, Dir: a.dir})
+			if err != nil {
+				return err
+			}
+			how := "built"
+			if res.Cached {
+				how = "already present"
+			}
+			fmt.Fprintf(a.stdout, "image %s %s in %v (%.0f MB)\n", res.Ref, how, res.Duration.Round(time.Millisecond), float64(res.Size)/1e6)
+			return nil
+		},
+	}
+	build.Flags().BoolVar(&rebuild, "rebuild", false, "build even if an image for the current inputs exists")
+	build.Flags().StringVar(&ref, "image", "", "use this (pulled) image instead of building; only checks it exists")
+	c.AddCommand(build)
+	return c
+}
+
+func (a *app) cleanupCmd() *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "cleanup [RUN]",
+		Short: "Remove what crashed runs left behind: containers, networks, processes, cgroups, temp dirs",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			var o cleanup.Options
+			o.Force = force
+			if len(args) == 1 {
+				id, err := runid.Parse(args[0])
+				if err != nil {
+					return withCode(ExitBadInput, err)
+				}
+				o.Run = id
+			}
+			sweepers := []cleanup.Sweeper{cleanup.Processes{Dir: a.dir}}
+			eng, err := docker.Connect(ctx)
+			if err == nil {
+				defer eng.Close()
+				sweepers = append(sweepers, cleanup.Containers{Engine: eng})
+			} else {
+				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
+			}
+			sweepers = append(sweepers, cleanup.Cgroups{}, cleanup.TempDirs{})
+			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
+			for _, r := range rep.Removed {
+				fmt.Fprintln(a.stdout, "removed "+r)
+			}
+			for _, id := range rep.Alive {
+				fmt.Fprintf(a.stdout, "skipped run %s: still running (stop it, or pass --force)\n", id)
+			}
+			if len(rep.Removed) == 0 && len(rep.Errors) == 0 {
+				fmt.Fprintln(a.stdout, "nothing to clean up")
+			}
+			for _, e := range rep.Errors {
+				fmt.Fprintln(a.stderr, "error: "+e.Error())
+			}
+			if len(rep.Errors) > 0 {
+				return fmt.Errorf("cleanup left %d error(s) above", len(rep.Errors))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them")
+	return c
+}

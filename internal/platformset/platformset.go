@@ -1,0 +1,100 @@
+// Package platformset opens the platforms a study names: it builds each one
+// from its base kind and options, checks that it can run on this machine, and
+// releases what they hold when the run ends.
+package platformset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/study"
+)
+
+// Opener opens platforms; it connects to Docker only when a Docker platform
+// is asked for.
+type Opener struct {
+	Dir state.Dir
+	// SkipUnavailable drops platforms that cannot run here instead of
+	// failing; Skipped then lists them with the reason.
+	SkipUnavailable bool
+	Skipped         []string
+}
+
+// Unavailable is the error when platforms cannot run here.
+type Unavailable struct{ Reasons []string }
+
+func (u *Unavailable) Error() string {
+	return "platform unavailable: " + strings.Join(u.Reasons, "; ") + " (or pass --skip-unavailable to run the others)"
+}
+
+// Open builds and checks the platforms.
+func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error) {
+	out := map[string]platform.Platform{}
+	var closers []func() error
+	closeAll := func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	var eng *docker.Engine
+	var engErr error
+	engine := func() (*docker.Engine, error) {
+		if eng == nil && engErr == nil {
+			eng, engErr = docker.Connect(ctx)
+			if eng != nil {
+				closers = append(closers, eng.Close)
+			}
+		}
+		return eng, engErr
+	}
+	var unavailable []string
+	for _, sp := range ps {
+		p, err := Build(ctx, sp, env, o.Dir, engine)
+		if err == nil {
+			if c, ok := p.(platform.Checker); ok {
+				err = c.Check(ctx)
+			}
+		}
+		if err != nil {
+			unavailable = append(unavailable, fmt.Sprintf("%s: %v", sp.Name, err))
+			continue
+		}
+		if c, ok := p.(platform.Closer); ok {
+			closers = append(closers, c.Close)
+		}
+		out[sp.Name] = p
+	}
+	if len(unavailable) > 0 {
+		if !o.SkipUnavailable {
+			closeAll()
+			return nil, nil, &Unavailable{Reasons: unavailable}
+		}
+		o.Skipped = unavailable
+	}
+	return out, closeAll, nil
+}
+
+// Build constructs one platform from its study entry.
+func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.Dir, engine func() (*docker.Engine, error)) (platform.Platform, error) {
+	switch sp.Base {
+	case platform.Native:
+		return native.New(sp.Name, env, dir, sp.Options)
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost:
+		eng, err := engine()
+		if err != nil {
+			return nil, err
+		}
+		return docker.New(sp.Base, sp.Name, env, eng, sp.Options)
+	}
+	return nil, fmt.Errorf("unknown platform kind %q (known: %s)", sp.Base, strings.Join(platform.BuiltinNames(), ", "))
+}
