@@ -1,0 +1,43 @@
+# nearnative: build, set up, test.
+#   sudo make setup   install packages, Go, dockerd, the binary and the workload image
+#   sudo make quick   setup, then the quick Redis study with its table
+#   sudo make test    setup, then every test (unit and integration, real engine)
+#   sudo make bench   the statistical engine's trust benchmark (slow: minutes)
+
+SHELL   := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO      ?= go
+PKG     := github.com/nearnative/nearnative
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
+
+.PHONY: build setup quick test unit bench vet clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
+
+setup:
+	./scripts/setup.sh
+
+quick: setup
+	nearnative run redis --quick
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal studies)" || { gofmt -l cmd internal studies; echo 'gofmt needed'; exit 1; }
+
+# Unit and integration tests; integration tests use the real Docker engine,
+# real servers and the workload image that setup builds.
+test: setup vet
+	$(GO) test -count=1 -timeout 25m ./...
+
+# Only the tests that need nothing installed.
+unit:
+	$(GO) test -count=1 -short ./...
+
+bench: setup
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 120m ./bench/
+
+clean:
+	rm -rf bin
