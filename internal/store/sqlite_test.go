@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+func TestSQLite(t *testing.T) {
+	testSuite(t, func(t *testing.T) string {
+		// A parent directory that does not exist yet: Open creates it.
+		return filepath.Join(t.TempDir(), "state dir?#%", "results.db")
+	})
+}
+
+func TestSQLiteSettings(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "results.db"))
+	db := s.(*sqlStore).db
+	tests := []struct {
+		pragma string
+		want   string
+	}{
+		{"journal_mode", "wal"},
+		{"foreign_keys", "1"},
+		{"busy_timeout", fmt.Sprint(busyTimeoutMS)},
+		{"synchronous", "2"}, // FULL
+	}
+	for _, tc := range tests {
+		var got string
+		if err := db.QueryRowContext(context.Background(), "PRAGMA "+tc.pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", tc.pragma, err)
+		}
+		if got != tc.want {
+			t.Errorf("PRAGMA %s = %s, want %s", tc.pragma, got, tc.want)
+		}
+	}
+}
+
+func TestSQLiteOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "regular")
+	if err := os.WriteFile(regular, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("this is not a SQLite database\n", 200)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		path string
+		want string // part of the underlying cause
+	}{
+		{"under a regular file", filepath.Join(regular, "sub", "results.db"), "not a directory"},
+		{"directly under a regular file", filepath.Join(regular, "results.db"), "not a directory"},
+		{"a directory", dir, "unable to open"},
+		{"not a database", garbage, "not a database"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(context.Background(), tc.path)
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("Open(%s) succeeded", tc.path)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "cannot open result database "+tc.path+": ") ||
+				!strings.HasSuffix(msg, ": check the path or pass --db") ||
+				!strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("Open(%s) error:\n%s\nwant one line naming the path, containing %q and the hint", tc.path, msg, tc.want)
+			}
+		})
+	}
+}
+
+// crashEnv makes TestSQLiteSurvivesKill act as the process that is killed.
+const crashEnv = "NEARNATIVE_STORE_TEST_CRASH_DB"
+
+// TestSQLiteSurvivesKill runs a child process that stores a run and trials
+// and then dies by SIGKILL without closing anything; a new Open must see every
+// trial the child stored.
+func TestSQLiteSurvivesKill(t *testing.T) {
+	if path := os.Getenv(crashEnv); path != "" {
+		crashChild(path)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	path := filepath.Join(t.TempDir(), "results.db")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSQLiteSurvivesKill$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: %v, want killed by SIGKILL; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "stored 5 trials") {
+		t.Fatalf("child did not store its trials; output:\n%s", out)
+	}
+
+	s := open(t, path)
+	r, err := s.Run(ctx, "last")
+	if err != nil {
+		t.Fatalf("Run after the crash: %v", err)
+	}
+	if r.Status != StatusRunning || r.Trials != 5 {
+		t.Errorf("after the crash: run %s %s with %d trials, want running with 5", r.ID, r.Status, r.Trials)
+	}
+	trials, err := s.Trials(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("Trials after the crash: %v", err)
+	}
+	for i, tr := range trials {
+		if tr.Round != i || len(tr.Metrics) != 1 || tr.Metrics[0].Value != float64(i) {
+			t.Errorf("trial %d after the crash: %+v", i, tr)
+		}
+	}
+}
+
+// crashChild stores a run with five trials and kills its own process.
+func crashChild(path string) {
+	ctx := context.Background()
+	s, err := Open(ctx, path)
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	id := runid.New()
+	if err := s.CreateRun(ctx, Run{ID: id, Study: "crash", Started: time.Now()}); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	for round := range 5 {
+		err := s.AddTrial(ctx, Trial{RunID: id, Round: round, Workload: "w", Platform: "native",
+			Metrics: []Metric{{Name: "ops", Value: float64(round)}}})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("stored 5 trials")
+	_ = os.Stdout.Sync()
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // wait for the signal
+}
