@@ -121,6 +121,14 @@ type Server interface {
 	Stop(ctx context.Context) error
 }
 
+// CPUReporter is implemented by servers that can tell the CPU time their
+// processes have used so far (user + system, all threads and children). A
+// workload reads it before and after its load to report the server's own
+// CPU share and cost per operation.
+type CPUReporter interface {
+	CPUTime(ctx context.Context) (time.Duration, error)
+}
+
 // Options are the resource settings a platform variant applies to its servers.
 type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -132,4 +134,19 @@ func (s *server) logTail(ctx context.Context, n int) string {
 		return fmt.Sprintf("(logs unavailable: %v)", err)
 	}
 	return strings.TrimRight(demux(raw), "\n")
+}
+
+// CPUTime implements platform.CPUReporter from the container's cgroup CPU
+// accounting, as the engine's stats API reports it.
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
+	resp, err := s.eng.cli.ContainerStatsOneShot(ctx, s.id)
+	if err != nil {
+		return 0, fmt.Errorf("container stats of %s: %w", s.name, err)
+	}
+	defer resp.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("container stats of %s: %w", s.name, err)
+	}
+	return time.Duration(st.CPUStats.CPUUsage.TotalUsage), nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
@@ -339,4 +340,31 @@ func (s *server) Stop(ctx context.Context) error {
 		os.Remove(s.state)
 	}
 	return errors.Join(errs...)
+}
+
+// CPUTime implements platform.CPUReporter: user and system time of the
+// server process (all its threads) and of its reaped children, from
+// /proc/PID/stat.
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0, errors.New("server not started")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading server CPU time: %w", err)
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", s.cmd.Process.Pid)
+	}
+	var ticks uint64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc/%d/stat: %w", s.cmd.Process.Pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / time.Duration(sysinfo.ClockTicks()), nil
 }

@@ -35,6 +35,7 @@ const (
 	MetricLatAvg    = "latency_avg_ms"
 	MetricLatP99    = "latency_p99_ms"
 	MetricClientCPU = "client_cpu_pct"
+	MetricServerCPU = "server_cpu_pct"
 )
 
 // saturated is the client CPU share above which the driver may be the
@@ -112,6 +113,7 @@ func (in *Instance) Metrics() []workload.Metric {
 		{Name: MetricLatAvg, Unit: "ms", HigherIsBetter: false, Help: "mean request latency (closed loop: each client waits for its reply)"},
 		{Name: MetricLatP99, Unit: "ms", HigherIsBetter: false, Help: "99th percentile request latency (closed loop)"},
 		{Name: MetricClientCPU, Unit: "%", HigherIsBetter: false, Help: "redis-benchmark's own CPU use, per thread; near 100% means the driver may be the bottleneck", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "redis-server's own CPU use during the load (its process or container cgroup); near 100% means the single-threaded server is saturated", Diagnostic: true},
 	}
 }
 
@@ -161,18 +163,30 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 		}
 	}
 	argv := in.benchArgv(addr, n, keys)
+	cpuRep, ok := srv.(platform.CPUReporter)
+	if !ok {
+		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
+	}
+	srvBefore, err := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return res, err
+	}
 	before, err := sysinfo.ReadCPU()
 	if err != nil {
 		return res, err
 	}
 	run, err := workload.RunClient(ctx, t.Run, t.RawDir, t.Name+"-redis-benchmark.csv", argv)
 	after, cerr := sysinfo.ReadCPU()
+	srvAfter, serr := cpuRep.CPUTime(ctx)
 	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
 	if err != nil {
 		return res, err
 	}
 	if cerr != nil {
 		return res, cerr
+	}
+	if serr != nil {
+		return res, serr
 	}
 	row, err := ParseCSV(run.Output)
 	if err != nil {
@@ -189,6 +203,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 		MetricLatAvg:    row.AvgMs,
 		MetricLatP99:    row.P99Ms,
 		MetricClientCPU: share * 100,
+		MetricServerCPU: (srvAfter - srvBefore).Seconds() / run.Wall.Seconds() * 100,
 	}
 	if share > saturated {
 		res.Notes = append(res.Notes, fmt.Sprintf("redis-benchmark used %.0f%% of its %d thread(s): the driver may be the bottleneck (raise threads)", share*100, in.threads))
