@@ -28,9 +28,9 @@ func (a *app) doctorCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			checks := doctor.Run(c.Context(), o)
 			for _, ch := range checks {
-				fmt.Fprintf(a.stdout, "%-4s  %-18s %s\n", ch.Status, ch.Name, ch.Detail)
+				fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
 				if ch.Fix != "" {
-					fmt.Fprintf(a.stdout, "      %-18s fix: %s\n", "", ch.Fix)
+					fmt.Fprintf(a.stdout, "      %-20s fix: %s\n", "", ch.Fix)
 				}
 			}
 			if !doctor.Healthy(checks) {

@@ -91,7 +91,7 @@ type unitKey struct {
 // Run executes (or resumes) a study.
 func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	var out Outcome
-	r, st, done, err := prepare(ctx, cfg)
+	r, st, done, prior, err := prepare(ctx, cfg)
 	if err != nil {
 		return out, err
 	}
@@ -134,7 +134,8 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	}
 
 	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats,
-		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}}
+		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{},
+		lastStored: prior.lastRound, spent: prior.spent}
 	reason, runErr := e.loop(ctx)
 	out.Reason = reason
 	status := "done"
@@ -151,45 +152,54 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	return out, runErr
 }
 
+// stored is what a resumed run has already done.
+type stored struct {
+	lastRound int           // highest round with a stored trial; -1 when none
+	spent     time.Duration // machine time of the stored trials
+}
+
 // prepare builds the run record and the study, and for a resumed run the set
 // of trials already stored.
-func prepare(ctx context.Context, cfg Config) (store.Run, *study.Study, map[unitKey]bool, error) {
+func prepare(ctx context.Context, cfg Config) (store.Run, *study.Study, map[unitKey]bool, stored, error) {
 	done := map[unitKey]bool{}
+	prior := stored{lastRound: -1}
 	if cfg.Resume == "" {
 		st := cfg.Study
 		spec, err := st.YAML()
 		if err != nil {
-			return store.Run{}, nil, nil, err
+			return store.Run{}, nil, nil, prior, err
 		}
 		r := store.Run{ID: runid.New(), Study: st.Name, Spec: spec, Seed: st.Seed, Baseline: st.Baseline,
 			Status: "running", Started: time.Now(), Env: cfg.Env, Version: cfg.Version}
-		return r, st, done, nil
+		return r, st, done, prior, nil
 	}
 	r, err := cfg.Store.Run(ctx, string(cfg.Resume))
 	if err != nil {
-		return store.Run{}, nil, nil, err
+		return store.Run{}, nil, nil, prior, err
 	}
 	if r.Status == "done" {
-		return store.Run{}, nil, nil, fmt.Errorf("run %s is already complete: nothing to resume (see `nearnative show %s`)", r.ID, r.ID)
+		return store.Run{}, nil, nil, prior, fmt.Errorf("run %s is already complete: nothing to resume (see `nearnative show %s`)", r.ID, r.ID)
 	}
 	if cfg.Dir.Alive(r.ID) {
-		return store.Run{}, nil, nil, fmt.Errorf("run %s is still running in another nearnative process", r.ID)
+		return store.Run{}, nil, nil, prior, fmt.Errorf("run %s is still running in another nearnative process", r.ID)
 	}
 	st, err := study.Parse(r.Spec, "run "+string(r.ID), cfg.Registry)
 	if err != nil {
-		return store.Run{}, nil, nil, fmt.Errorf("stored study of run %s: %w", r.ID, err)
+		return store.Run{}, nil, nil, prior, fmt.Errorf("stored study of run %s: %w", r.ID, err)
 	}
 	if err := st.Apply(study.Overrides{Seed: r.Seed}, cfg.Registry); err != nil {
-		return store.Run{}, nil, nil, fmt.Errorf("stored study of run %s: %w", r.ID, err)
+		return store.Run{}, nil, nil, prior, fmt.Errorf("stored study of run %s: %w", r.ID, err)
 	}
 	trials, err := cfg.Store.Trials(ctx, r.ID)
 	if err != nil {
-		return store.Run{}, nil, nil, err
+		return store.Run{}, nil, nil, prior, err
 	}
 	for _, t := range trials {
 		done[unitKey{t.Round, t.Workload, t.Platform}] = true
+		prior.lastRound = max(prior.lastRound, t.Round)
+		prior.spent += t.Duration
 	}
-	return r, st, done, nil
+	return r, st, done, prior, nil
 }
 
 type runner struct {
@@ -201,7 +211,11 @@ type runner struct {
 	plats     map[string]platform.Platform
 	rawDir    string
 	failures  map[string]int // consecutive failures per unit
-	spent     time.Duration  // machine time of trials run by this process
+	spent     time.Duration  // machine time of the run's trials, stored before a resume included
+	// lastStored is the highest round a resumed run had stored trials in
+	// (-1 for a new run): the stopping rule was already checked, or never
+	// reached, for the rounds before it.
+	lastStored int
 }
 
 func (e *runner) loop(ctx context.Context) (string, error) {
@@ -219,7 +233,7 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	}
 	for round := 0; ; round++ {
 		counted := round - st.Warmup + 1 // counted rounds complete after this one
-		for _, u := range study.Schedule(units, round, st.Seed, st.Order) {
+		for i, u := range study.Schedule(units, round, st.Seed, st.Order) {
 			if ctx.Err() != nil {
 				return "", ErrInterrupted
 			}
@@ -227,15 +241,22 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 			if e.done[k] {
 				continue
 			}
-			if err := e.trial(ctx, round, u); err != nil {
+			if err := e.trial(ctx, round, i, u); err != nil {
 				return "", err
 			}
 		}
-		if counted < st.Rounds {
+		if counted < st.Rounds || round < e.lastStored {
+			// A resumed run decides whether to stop only once it has
+			// finished the round it was interrupted in.
 			continue
 		}
 		if st.UntilCI <= 0 {
 			return ReasonRounds, nil
+		}
+		if ctx.Err() != nil {
+			// Cancelled after the round's last trial: the precision check
+			// would fail on the cancelled context.
+			return "", ErrInterrupted
 		}
 		hw, ok, err := e.precision(ctx)
 		if err != nil {
@@ -256,7 +277,8 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	}
 }
 
-func (e *runner) trial(ctx context.Context, round int, u study.Unit) error {
+// trial runs unit u, the index-th of round's schedule, and stores it.
+func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) error {
 	warm := round < e.st.Warmup
 	name := fmt.Sprintf("r%02d-%s-%s", round, u.Workload.Name, u.Platform.Name)
 	e.cfg.Progress.TrialStart(round, warm, u)
@@ -271,7 +293,7 @@ func (e *runner) trial(ctx context.Context, round int, u study.Unit) error {
 		// The trial in flight is not stored: a resume runs it again.
 		return ErrInterrupted
 	}
-	t := store.Trial{RunID: e.run.ID, Round: round, Index: len(e.done), Warmup: warm, Workload: u.Workload.Name,
+	t := store.Trial{RunID: e.run.ID, Round: round, Index: index, Warmup: warm, Workload: u.Workload.Name,
 		Platform: u.Platform.Name, Started: start, Duration: dur, Commands: res.Commands, Where: res.Where,
 		Notes: res.Notes, RawDir: e.rawDir}
 	if err != nil {
