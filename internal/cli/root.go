@@ -156,7 +156,6 @@ func isUsageError(err error) bool {
 	return false
 }
 
-
 func (a *app) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",

@@ -377,4 +377,3 @@ func (a *app) workloadsCmd() *cobra.Command {
 		},
 	}
 }
-
