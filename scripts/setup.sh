@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+trap 'printf "setup: failed at line %s: %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
 [ "$(id -u)" -eq 0 ] || die "run as root (sudo make setup): it installs packages and starts dockerd"
 grep -q 'bookworm' /etc/os-release 2>/dev/null || say "warning: not Debian 12 (bookworm); continuing, but only bookworm is tested"
@@ -36,6 +37,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   say "all ${#PACKAGES[@]} packages installed"
+fi
+
+# Native and container must run the same binaries at the same versions. The
+# image is built from the mirror's newest packages, so bring the host's copies
+# of the workload packages and everything they depend on up to date too (only
+# those: the rest of the machine is left as it is).
+WORKLOAD_PACKAGES=(redis-server redis-tools postgresql fio iperf3 sockperf hpcc openmpi-bin nginx haproxy nutcracker iproute2 procps)
+closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+  --no-replaces --no-enhances "${WORKLOAD_PACKAGES[@]}" 2>/dev/null | grep -E '^[a-z0-9]' | sort -u || true)
+installed=$(dpkg-query -W -f='${Package}\t${Status}\n' $closure 2>/dev/null | awk -F'\t' '$2 ~ /install ok installed/ {print $1}' || true)
+if [ -n "$installed" ]; then
+  [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ] || apt-get update -qq
+  outdated=$(apt-get -s install --only-upgrade $installed 2>/dev/null | awk '/^Inst /{print $2}' || true)
+  if [ -n "$outdated" ]; then
+    say "upgrading $(echo $outdated | wc -w) workload package(s) and dependencies so host and image match: $(echo $outdated)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --only-upgrade $outdated >/dev/null
+  fi
 fi
 
 systemd_running() { [ -d /run/systemd/system ]; }
