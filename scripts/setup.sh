@@ -46,6 +46,10 @@ fi
 WORKLOAD_PACKAGES=(redis-server redis-tools postgresql fio iperf3 sockperf hpcc openmpi-bin nginx haproxy nutcracker iproute2 procps)
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances "${WORKLOAD_PACKAGES[@]}" 2>/dev/null | grep -E '^[a-z0-9]' | sort -u || true)
+# Essential and required/important packages (bash, sed, apt, ...) are in every
+# image (debootstrap installs them) but no package
+# depends on them explicitly.
+closure="$closure $(dpkg-query -W -f='${Package} ${Essential} ${Priority}\n' 2>/dev/null | awk '$2 == "yes" || $3 == "required" || $3 == "important" {print $1}' || true)"
 installed=$(dpkg-query -W -f='${Package}\t${Status}\n' $closure 2>/dev/null | awk -F'\t' '$2 ~ /install ok installed/ {print $1}' || true)
 if [ -n "$installed" ]; then
   [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -1)" ] || apt-get update -qq

@@ -144,30 +144,50 @@ func imageChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
 	if err != nil {
 		return append(cs, Check{Name: "image versions", Status: Warn, Detail: err.Error()})
 	}
-	hostV, err := image.HostVersions(ctx, image.DefaultPackages)
+	// Every package the image has, not only the workload packages: the
+	// server binary of postgresql, for one, is in a dependency.
+	hostV, err := image.HostVersions(ctx, image.Names(imgV))
 	if err != nil {
 		return append(cs, Check{Name: "image versions", Status: Warn, Detail: err.Error()})
 	}
+	var shared []image.Mismatch
+	for _, m := range image.Compare(hostV, imgV) {
+		if m.Host != "" { // packages the host lacks are not run natively
+			shared = append(shared, m)
+		}
+	}
 	var lines []string
-	var differ []string
 	pkgs := append([]string{}, image.DefaultPackages...)
 	sort.Strings(pkgs)
 	for _, p := range pkgs {
 		mark := "="
 		if hostV[p] != imgV[p] {
 			mark = "!="
-			differ = append(differ, p)
 		}
 		lines = append(lines, fmt.Sprintf("%-13s host %-24s %-2s image %s", p, orNone(hostV[p]), mark, orNone(imgV[p])))
 	}
-	c := Check{Name: "image versions", Status: OK, Detail: "host and image run the same package versions:\n      " + strings.Join(lines, "\n      ")}
-	if len(differ) > 0 {
+	c := Check{Name: "image versions", Status: OK, Detail: fmt.Sprintf("host and image run the same versions of all %d shared packages:\n      %s", countShared(hostV), strings.Join(lines, "\n      "))}
+	if len(shared) > 0 {
+		var names []string
+		for _, m := range shared {
+			names = append(names, m.String())
+		}
 		c.Status = Warn
-		c.Detail = fmt.Sprintf("%d package(s) differ between host and image (%s): native and container would not run the same binaries:\n      %s",
-			len(differ), strings.Join(differ, ", "), strings.Join(lines, "\n      "))
-		c.Fix = "apt-get upgrade && nearnative image build --rebuild"
+		c.Detail = fmt.Sprintf("%d package(s) differ between host and image, so native and container do not run the same binaries: %s\n      %s",
+			len(shared), strings.Join(names, "; "), strings.Join(lines, "\n      "))
+		c.Fix = "make setup   (upgrades the host's workload packages; or: nearnative image build --rebuild)"
 	}
 	return append(cs, c)
+}
+
+func countShared(host map[string]string) int {
+	n := 0
+	for _, v := range host {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func orNone(v string) string {
