@@ -140,6 +140,9 @@ func Analyse(trials []store.Trial, o Options) Result {
 			res.Tables = append(res.Tables, tab)
 		}
 	}
+	if res.Rounds > 0 && res.Rounds < stats.MinReliableRounds {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("only %d counted round(s): with fewer than %d the 95%% intervals cover less than 95%% (about 80%% at 3); run more rounds or use --until-ci", res.Rounds, stats.MinReliableRounds))
+	}
 	var failed []string
 	for k := range res.Failed {
 		failed = append(failed, k)

@@ -115,7 +115,7 @@ func TestBuiltinContents(t *testing.T) {
 			},
 			workloads: []string{"redis-set op=set", "redis-get op=get"},
 			rounds:    5, trial: 20 * time.Second,
-			quick: Quick{Rounds: 3, Warmup: ptr(1), Trial: 4 * time.Second},
+			quick: Quick{Rounds: 5, Warmup: ptr(1), Trial: 2 * time.Second},
 		},
 		{
 			name:      "aa",
@@ -503,7 +503,7 @@ func TestApply(t *testing.T) {
 			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 20 * time.Second, maxRounds: 40, maxTime: time.Hour,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick", study: "redis", o: Overrides{Quick: true, Seed: 42},
-			want: want{platforms: redisAll, rounds: 3, warmup: 1, trial: 4 * time.Second, maxRounds: 40, maxTime: time.Hour, seed: 42,
+			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 2 * time.Second, maxRounds: 40, maxTime: time.Hour, seed: 42,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick with the whole block", study: base, o: Overrides{Quick: true},
 			want: want{platforms: []string{"native", "docker-nat", "native-q08"}, rounds: 3, warmup: 1, trial: 5 * time.Second,
