@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -82,7 +81,7 @@ func (a *app) platformsCmd() *cobra.Command {
 					err = imgErr
 				}
 				if err != nil {
-					status = "unavailable: " + strings.TrimPrefix(err.Error(), platform.ErrUnavailable.Error()+": ")
+					status = "unavailable: " + err.Error()
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", info.Name, status, info.Description)
 			}

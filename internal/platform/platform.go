@@ -208,8 +208,21 @@ type Closer interface {
 	Close() error
 }
 
-// ErrUnavailable wraps the reason a platform cannot run here.
+// ErrUnavailable is matched (errors.Is) by every error saying that a
+// platform cannot run here; build such errors with Unavailablef.
 var ErrUnavailable = errors.New("platform unavailable")
+
+type unavailable struct{ err error }
+
+func (u unavailable) Error() string   { return u.err.Error() }
+func (u unavailable) Unwrap() []error { return []error{u.err, ErrUnavailable} }
+
+// Unavailablef formats the reason a platform cannot run here (and how to fix
+// it); the error matches ErrUnavailable and wraps any %w operands, without
+// adding words of its own.
+func Unavailablef(format string, args ...any) error {
+	return unavailable{fmt.Errorf(format, args...)}
+}
 
 // Info describes a platform kind for `nearnative platforms`.
 type Info struct {

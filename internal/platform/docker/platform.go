@@ -91,17 +91,17 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: image %s missing: run `nearnative image build`: %w", p.name, p.env.Image, platform.ErrUnavailable)
+		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
 	}
 	switch p.kind {
 	case platform.DockerNAT:
 		if _, err := PrimaryAddr(); err != nil {
-			return fmt.Errorf("%s needs a non-loopback IPv4 address to publish on: %w: %w", p.name, err, platform.ErrUnavailable)
+			return platform.Unavailablef("%s needs a non-loopback IPv4 address to publish on: %w", p.name, err)
 		}
 	case platform.DockerProxy:
 		if p.eng.local() && userlandProxy("/proc") == "off" {
-			return fmt.Errorf("%s: dockerd runs with userland-proxy=false, so 127.0.0.1 is served by iptables, not docker-proxy: "+
-				"remove that setting and restart dockerd: %w", p.name, platform.ErrUnavailable)
+			return platform.Unavailablef("dockerd runs with userland-proxy=false, so 127.0.0.1 is served by iptables, not docker-proxy: " +
+				"remove that setting and restart dockerd")
 		}
 	}
 	return nil

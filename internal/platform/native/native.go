@@ -54,7 +54,7 @@ func (p *Platform) Name() string { return p.name }
 // Check implements platform.Checker: limits need root (cgroups).
 func (p *Platform) Check(ctx context.Context) error {
 	if (p.opt.CPUSet != "" || p.opt.CPUs > 0 || p.opt.Memory != "") && os.Geteuid() != 0 {
-		return fmt.Errorf("%w: %s sets CPU or memory limits, which need root: run nearnative as root", platform.ErrUnavailable, p.name)
+		return platform.Unavailablef("%s sets CPU or memory limits, which need root: run nearnative as root", p.name)
 	}
 	return nil
 }
