@@ -15,7 +15,6 @@ import (
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
-	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
@@ -179,27 +178,27 @@ func (a *app) checkResumeFlags(f runFlags) (bool, error) {
 // dockerFacts connects to Docker, finds the workload image and returns the
 // engine facts for the environment record.
 func (a *app) dockerFacts(ctx context.Context, override string) (string, map[string]string, error) {
-	eng, err := docker.Connect(ctx)
+	engine := &platformset.Engine{}
+	defer engine.Close()
+	eng, err := engine.Get(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	defer eng.Close()
 	facts := map[string]string{}
 	if info, err := eng.Info(ctx); err == nil {
 		facts["version"], facts["api_version"], facts["storage_driver"] = info.Version, info.APIVersion, info.StorageDriver
 		facts["cgroup_driver"], facts["cgroup_version"] = info.CgroupDriver, info.CgroupVersion
 	}
-	ref, err := a.imageRef(ctx, override)
+	ref, err := a.imageRef(ctx, engine, override)
 	return ref, facts, err
 }
 
 // imageRef returns the workload image to use and an error when it is missing.
-func (a *app) imageRef(ctx context.Context, override string) (string, error) {
-	eng, err := docker.Connect(ctx)
+func (a *app) imageRef(ctx context.Context, engine *platformset.Engine, override string) (string, error) {
+	eng, err := engine.Get(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer eng.Close()
 	cfg, err := image.DefaultConfig()
 	if err != nil {
 		return "", err

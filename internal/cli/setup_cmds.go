@@ -52,21 +52,10 @@ func (a *app) platformsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			ref, imgErr := a.imageRef(ctx, imageRef)
+			engine := &platformset.Engine{}
+			defer engine.Close()
+			ref, imgErr := a.imageRef(ctx, engine, imageRef)
 			env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
-			var eng *docker.Engine
-			var engErr error
-			engine := func() (*docker.Engine, error) {
-				if eng == nil && engErr == nil {
-					eng, engErr = docker.Connect(ctx)
-				}
-				return eng, engErr
-			}
-			defer func() {
-				if eng != nil {
-					eng.Close()
-				}
-			}()
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PLATFORM\tSTATUS\tWHAT IT IS")
 			for _, info := range platform.Builtin() {

@@ -16,6 +16,31 @@ import (
 	"github.com/nearnative/nearnative/internal/study"
 )
 
+// Engine connects to the Docker engine on first use and remembers the
+// outcome, so that a study without Docker platforms never needs a daemon.
+type Engine struct {
+	eng *docker.Engine
+	err error
+	try bool
+}
+
+// Get returns the connected engine, connecting on the first call.
+func (e *Engine) Get(ctx context.Context) (*docker.Engine, error) {
+	if !e.try {
+		e.try = true
+		e.eng, e.err = docker.Connect(ctx)
+	}
+	return e.eng, e.err
+}
+
+// Close closes the connection if one was made.
+func (e *Engine) Close() error {
+	if e.eng == nil {
+		return nil
+	}
+	return e.eng.Close()
+}
+
 // Opener opens platforms; it connects to Docker only when a Docker platform
 // is asked for.
 type Opener struct {
@@ -46,20 +71,11 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		}
 		return errors.Join(errs...)
 	}
-	var eng *docker.Engine
-	var engErr error
-	engine := func() (*docker.Engine, error) {
-		if eng == nil && engErr == nil {
-			eng, engErr = docker.Connect(ctx)
-			if eng != nil {
-				closers = append(closers, eng.Close)
-			}
-		}
-		return eng, engErr
-	}
+	eng := &Engine{}
+	closers = append(closers, eng.Close)
 	var unavailable []string
 	for _, sp := range ps {
-		p, err := Build(ctx, sp, env, o.Dir, engine)
+		p, err := Build(ctx, sp, env, o.Dir, eng)
 		if err == nil {
 			if c, ok := p.(platform.Checker); ok {
 				err = c.Check(ctx)
@@ -85,12 +101,12 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 }
 
 // Build constructs one platform from its study entry.
-func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.Dir, engine func() (*docker.Engine, error)) (platform.Platform, error) {
+func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.Dir, engine *Engine) (platform.Platform, error) {
 	switch sp.Base {
 	case platform.Native:
 		return native.New(sp.Name, env, dir, sp.Options)
 	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost:
-		eng, err := engine()
+		eng, err := engine.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
