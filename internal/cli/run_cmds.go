@@ -271,9 +271,13 @@ func notes(trials []store.Trial) []string {
 			where[t.Platform] = strings.Join(t.Where, "; ")
 		}
 		for _, n := range t.Notes {
-			if strings.Contains(n, "bottleneck") && !seen[t.Workload+t.Platform] && !t.Warmup {
+			switch {
+			case strings.Contains(n, "bottleneck") && !seen[t.Workload+t.Platform] && !t.Warmup:
 				seen[t.Workload+t.Platform] = true
 				driver = append(driver, fmt.Sprintf("%s on %s: %s", t.Workload, t.Platform, n))
+			case strings.HasPrefix(n, "closed loop") && !seen[t.Workload+" closed"]:
+				seen[t.Workload+" closed"] = true
+				driver = append(driver, fmt.Sprintf("%s: %s", t.Workload, n))
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -143,7 +144,7 @@ func (o Options) Validate() error {
 			return err
 		}
 	}
-	if o.CPUs < 0 {
+	if o.CPUs < 0 || math.IsNaN(o.CPUs) || math.IsInf(o.CPUs, 0) {
 		return fmt.Errorf("cpus %v: must be positive", o.CPUs)
 	}
 	if o.CPUs > 0 && o.CPUs < 0.01 {
@@ -322,13 +323,13 @@ func ParseCPUSet(s string) ([]int, error) {
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
+		a, err := cpuNumber(lo)
+		if err != nil {
 			return nil, fmt.Errorf("cpuset %q: %q is not a CPU number (want e.g. 0, 0-3, 0,2)", s, lo)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
+			if b, err = cpuNumber(hi); err != nil || b < a {
 				return nil, fmt.Errorf("cpuset %q: bad range %q (want low-high)", s, part)
 			}
 		}
@@ -342,6 +343,23 @@ func ParseCPUSet(s string) ([]int, error) {
 	}
 	sort.Ints(cpus)
 	return cpus, nil
+}
+
+// maxCPU bounds the CPU numbers ParseCPUSet accepts, far above any Linux
+// NR_CPUS, so that a typo such as 0-100000000 is an error rather than a
+// hundred million set entries.
+const maxCPU = 1<<16 - 1
+
+// cpuNumber parses a CPU number: decimal digits only (no sign), at most maxCPU.
+func cpuNumber(s string) (int, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("not a CPU number")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n > maxCPU {
+		return 0, fmt.Errorf("CPU number out of range")
+	}
+	return n, nil
 }
 
 // ParseBytes parses a size such as 512m, 2g, 1024k or a plain byte count.
@@ -363,7 +381,9 @@ func ParseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 {
+	// NaN, Inf and sizes beyond int64 would convert to garbage; below one
+	// byte would become 0, which means "no limit".
+	if n := v * float64(mult); err != nil || !(n >= 1) || n >= math.MaxInt64 {
 		return 0, fmt.Errorf("size %q: want a positive number with an optional k, m, g or t suffix (e.g. 512m)", s)
 	}
 	return int64(v * float64(mult)), nil

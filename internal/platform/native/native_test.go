@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,6 +82,12 @@ func TestStartStopNoLeaks(t *testing.T) {
 		if err := s.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The port is free again at once.
+		l, err := net.Listen("tcp", s.Addr("redis"))
+		if err != nil {
+			t.Fatalf("port still held after Stop: %v", err)
+		}
+		l.Close()
 	}
 	for _, pid := range pids {
 		if syscall.Kill(pid, 0) == nil {

@@ -38,6 +38,10 @@ const (
 	MetricServerCPU = "server_cpu_pct"
 )
 
+// ClosedLoopNote goes with every trial: redis-benchmark's latencies are
+// those of a closed-loop driver.
+const ClosedLoopNote = "closed loop: each redis-benchmark client waits for its reply before sending the next request, so latency excludes the queueing an open-loop load would see"
+
 // saturated is the client CPU share above which the driver may be the
 // bottleneck (redis-benchmark's event loop is one thread per --threads).
 const saturated = 0.90
@@ -208,6 +212,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 	if share > saturated {
 		res.Notes = append(res.Notes, fmt.Sprintf("redis-benchmark used %.0f%% of its %d thread(s): the driver may be the bottleneck (raise threads)", share*100, in.threads))
 	}
+	res.Notes = append(res.Notes, ClosedLoopNote)
 	lo, hi := cpu.Spread()
 	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over %v; per-CPU busy %.0f%%..%.0f%%", cpu.Utilisation*100, cpu.Interval.Round(time.Millisecond), lo*100, hi*100))
 	return res, nil
