@@ -45,8 +45,10 @@ type PlatformOpener func(ctx context.Context, env platform.Env, ps []study.Platf
 // Progress receives what the engine does; implementations draw a bar on a
 // terminal or print log lines.
 type Progress interface {
-	// Begin is called once with the run ID and the planned number of trials.
-	Begin(run runid.ID, planned int, done int)
+	// Begin is called once with the run ID, the planned number of trials
+	// (at most, with --until-ci), how many are already stored, and the
+	// planned number of rounds, warm-up included.
+	Begin(run runid.ID, planned, done, rounds int)
 	// TrialStart is called before each trial.
 	TrialStart(round int, warmup bool, unit study.Unit)
 	// TrialEnd is called after each trial with what was stored.
@@ -221,12 +223,12 @@ type runner struct {
 func (e *runner) loop(ctx context.Context) (string, error) {
 	st := e.st
 	units := st.Units()
-	planned := (st.Warmup + st.Rounds) * len(units)
+	rounds := st.Warmup + st.Rounds
 	if st.UntilCI > 0 {
-		planned = (st.Warmup + st.MaxRounds) * len(units)
+		rounds = st.Warmup + st.MaxRounds
 	}
 	prog := e.cfg.Progress
-	prog.Begin(e.run.ID, planned, len(e.done))
+	prog.Begin(e.run.ID, rounds*len(units), len(e.done), rounds)
 	defer prog.End()
 	if st.UntilCI > 0 {
 		prog.Logf("until-ci %.3g%%: at least %d counted rounds, at most %d rounds or %v", st.UntilCI, st.Rounds, st.MaxRounds, st.MaxTime)

@@ -255,7 +255,7 @@ type recorder struct {
 	onTrialEnd func(t store.Trial)
 }
 
-func (r *recorder) Begin(run runid.ID, planned, done int) {
+func (r *recorder) Begin(run runid.ID, planned, done, rounds int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.begins = append(r.begins, [3]any{run, planned, done})

@@ -29,7 +29,7 @@ func New(w io.Writer) Display {
 
 // Display is what the engine reports progress to.
 type Display interface {
-	Begin(run runid.ID, planned, done int)
+	Begin(run runid.ID, planned, done, rounds int)
 	TrialStart(round int, warmup bool, unit study.Unit)
 	TrialEnd(t store.Trial)
 	Logf(format string, args ...any)
@@ -42,6 +42,7 @@ type Lines struct {
 	mu      sync.Mutex
 	planned int
 	done    int
+	rounds  int
 	start   time.Time
 	ran     int
 }
@@ -53,8 +54,8 @@ func (l *Lines) printf(format string, args ...any) {
 }
 
 // Begin implements Display.
-func (l *Lines) Begin(run runid.ID, planned, done int) {
-	l.planned, l.done, l.start = planned, done, time.Now()
+func (l *Lines) Begin(run runid.ID, planned, done, rounds int) {
+	l.planned, l.done, l.rounds, l.start = planned, done, rounds, time.Now()
 	l.printf("run %s: %d trials planned, %d already stored", run, planned, done)
 }
 
@@ -64,7 +65,7 @@ func (l *Lines) TrialStart(round int, warmup bool, u study.Unit) {
 	if warmup {
 		kind = "warm-up round"
 	}
-	l.printf("[%d/%d] %s %d: %s on %s", l.done+1, l.planned, kind, round, u.Workload.Name, u.Platform.Name)
+	l.printf("[%d/%d] %s %d/%d: %s on %s", l.done+1, l.planned, kind, round, l.rounds-1, u.Workload.Name, u.Platform.Name)
 }
 
 // TrialEnd implements Display.
@@ -88,11 +89,12 @@ type Bar struct {
 	bar     *progressbar.ProgressBar
 	planned int
 	done    int
+	rounds  int
 }
 
 // Begin implements Display.
-func (b *Bar) Begin(run runid.ID, planned, done int) {
-	b.planned, b.done = planned, done
+func (b *Bar) Begin(run runid.ID, planned, done, rounds int) {
+	b.planned, b.done, b.rounds = planned, done, rounds
 	fmt.Fprintf(b.w, "run %s: %d trials planned, %d already stored\n", run, planned, done)
 	b.bar = progressbar.NewOptions(planned,
 		progressbar.OptionSetWriter(b.w),
@@ -107,9 +109,9 @@ func (b *Bar) Begin(run runid.ID, planned, done int) {
 
 // TrialStart implements Display.
 func (b *Bar) TrialStart(round int, warmup bool, u study.Unit) {
-	kind := fmt.Sprintf("round %d", round)
+	kind := fmt.Sprintf("round %d/%d", round, b.rounds-1)
 	if warmup {
-		kind = fmt.Sprintf("warm-up %d", round)
+		kind = fmt.Sprintf("warm-up round %d", round)
 	}
 	b.bar.Describe(fmt.Sprintf("%s: %s on %s", kind, u.Workload.Name, u.Platform.Name))
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func (p Param) Check(v string) error {
 		}
 	case Float:
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("parameter %s: %q is not a number", p.Name, v)
 		}
 		if p.HasMin && f < p.Min {
