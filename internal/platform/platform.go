@@ -122,6 +122,25 @@ type Server interface {
 	Stop(ctx context.Context) error
 }
 
+// JobResult is what a one-shot job printed and how it ended.
+type JobResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+	Wall           time.Duration
+	// Command is the argv as run; Where says where it ran.
+	Command []string
+	Where   string
+}
+
+// JobRunner is implemented by platforms that can run a one-shot command
+// inside the platform and wait for it: the compute and storage benchmarks
+// run entirely inside the platform, with its CPU set and limits. The spec's
+// Ports are ignored. A job that exits non-zero returns its JobResult (for the
+// raw output) and an error that says so.
+type JobRunner interface {
+	RunJob(ctx context.Context, trial string, spec Spec) (JobResult, error)
+}
+
 // CPUReporter is implemented by servers that can tell the CPU time their
 // processes have used so far (user + system, all threads and children). A
 // workload reads it before and after its load to report the server's own

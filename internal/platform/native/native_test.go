@@ -183,3 +183,30 @@ func TestFilesLandInPrivateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRunJob(t *testing.T) {
+	p, run, _ := newPlatform(t, platform.Options{})
+	ctx := context.Background()
+	spec := platform.Spec{Name: "job",
+		Files: []platform.File{{Path: "in.txt", Content: []byte("hello\n")}},
+		Command: func(l platform.Listen) []string {
+			return []string{"sh", "-c", "cat " + filepath.Join(l.Dir, "in.txt") + "; echo oops >&2; exit 3"}
+		}}
+	res, err := p.RunJob(ctx, "j1", spec)
+	if err == nil || !strings.Contains(err.Error(), "exited with code 3") {
+		t.Fatalf("want exit-code error, got %v", err)
+	}
+	if string(res.Stdout) != "hello\n" || string(res.Stderr) != "oops\n" || res.ExitCode != 3 {
+		t.Errorf("got stdout %q stderr %q code %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	spec.Command = func(platform.Listen) []string { return []string{"sleep", "30"} }
+	start := time.Now()
+	if _, err := p.RunJob(cctx, "j2", spec); err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancelled job: err %v after %v", err, time.Since(start))
+	}
+	if left, _ := state.TempDirs(run); len(left) > 0 {
+		t.Errorf("temp dirs left: %v", left)
+	}
+}

@@ -1,0 +1,108 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+)
+
+// RunJob implements platform.JobRunner: the command runs as a host process
+// in its own process group, under the platform's cgroup limits, in a private
+// directory holding the spec's files; cancelling ctx kills the group.
+func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec) (platform.JobResult, error) {
+	var res platform.JobResult
+	if err := spec.Validate(); err != nil {
+		return res, err
+	}
+	if spec.User != "" {
+		return res, fmt.Errorf("job %s: jobs run as the invoking user; User is not supported", spec.Name)
+	}
+	dir, err := state.TempDir(p.env.Run, trial+"-"+spec.Name)
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range spec.Files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		path := filepath.Join(dir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return res, fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		if err := os.WriteFile(path, f.Content, mode); err != nil {
+			return res, fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+	}
+	res.Command = spec.Command(platform.Listen{Host: "127.0.0.1", Ports: map[string]int{}, Dir: dir})
+	if len(res.Command) == 0 {
+		return res, fmt.Errorf("job %s: empty command", spec.Name)
+	}
+	bin, err := exec.LookPath(res.Command[0])
+	if err != nil {
+		return res, fmt.Errorf("job %s: %s not found: install it with `make setup`: %w", spec.Name, res.Command[0], err)
+	}
+	argv := append([]string{bin}, res.Command[1:]...)
+	lim := cgroup.Limits{CPUSet: p.opt.CPUSet, CPUs: p.opt.CPUs, MemoryBytes: p.opt.MemoryBytes()}
+	res.Where = "host process"
+	if !lim.Empty() {
+		g, err := cgroup.New(p.env.Run, trial+"-"+spec.Name, lim)
+		if err != nil {
+			return res, err
+		}
+		defer g.Remove()
+		argv = g.Wrap(argv)
+		res.Where += " (" + p.opt.String() + " via cgroup)"
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(p.env.Run))
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("starting job %s: %w", spec.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		err = ctx.Err()
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group
+	res.Wall = time.Since(start)
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return res, fmt.Errorf("job %s exited with code %d", spec.Name, res.ExitCode)
+	}
+	if err != nil {
+		return res, fmt.Errorf("job %s: %w", spec.Name, err)
+	}
+	return res, nil
+}
