@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
@@ -25,7 +26,14 @@ type Cell struct {
 	IsBaseline bool
 	Verdict    string // "~", "better", "worse", "baseline" or "n/a"
 	Values     []float64
+	// Emulated is set when the platform ran under software emulation (a VM
+	// under TCG): its numbers are not comparable with native ones.
+	Emulated bool
 }
+
+// EmulatedMark is the phrase platforms put in their description when they
+// run under software emulation, and the mark reports show.
+const EmulatedMark = "emulated (TCG), not comparable"
 
 // Table is one workload and metric across platforms.
 type Table struct {
@@ -62,7 +70,13 @@ func Analyse(trials []store.Trial, o Options) Result {
 	values := map[key]map[int]float64{}
 	meta := map[[2]string]store.Metric{}
 	rounds := map[int]bool{}
+	emulated := map[string]bool{}
 	for _, t := range trials {
+		for _, w := range t.Where {
+			if strings.Contains(w, EmulatedMark) {
+				emulated[t.Platform] = true
+			}
+		}
 		if t.Warmup {
 			continue
 		}
@@ -115,7 +129,7 @@ func Analyse(trials []store.Trial, o Options) Result {
 					continue
 				}
 				c := Cell{Workload: w, Metric: m, Platform: p, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter,
-					Values: sortedValues(vals), IsBaseline: p == o.Baseline}
+					Values: sortedValues(vals), IsBaseline: p == o.Baseline, Emulated: emulated[p]}
 				c.Summary = stats.Summarize(c.Values)
 				switch {
 				case c.IsBaseline:
@@ -137,7 +151,16 @@ func Analyse(trials []store.Trial, o Options) Result {
 				}
 				tab.Cells = append(tab.Cells, c)
 			}
-			res.Tables = append(res.Tables, tab)
+			// A metric only warm-up or failed trials reported has no
+			// counted value: no table.
+			if len(tab.Cells) > 0 {
+				res.Tables = append(res.Tables, tab)
+			}
+		}
+	}
+	for _, p := range platforms {
+		if emulated[p] {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s (software emulation; KVM was unavailable)", p, EmulatedMark))
 		}
 	}
 	if res.Rounds > 0 && res.Rounds < stats.MinReliableRounds {

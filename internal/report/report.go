@@ -41,8 +41,10 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 		fmt.Fprintf(w, "\n%s  %s (%s, %s)\n", t.Workload, t.Metric, t.Unit, dir)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		width := len("platform")
+		emulated := false
 		for _, c := range t.Cells {
-			width = max(width, len(c.Platform))
+			width = max(width, len(c.Platform)+1)
+			emulated = emulated || c.Emulated
 		}
 		fmt.Fprintf(tw, "%-*s\tn\tmean\tmin..max\tCV\tratio\t95%% CI\tverdict\t\n", width, "platform")
 		for _, c := range t.Cells {
@@ -50,12 +52,22 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 			if !c.IsBaseline && !math.IsNaN(c.Ratio.Lo) {
 				ci = fmt.Sprintf("[%.3f, %.3f]", c.Ratio.Lo, c.Ratio.Hi)
 			}
-			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s..%s\t%.1f%%\t%s\t%s\t%s\t\n", width, c.Platform, c.Summary.N, num(c.Summary.Mean),
+			name := c.Platform
+			if c.Emulated {
+				name += "*"
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s..%s\t%.1f%%\t%s\t%s\t%s\t\n", width, name, c.Summary.N, num(c.Summary.Mean),
 				num(c.Summary.Min), num(c.Summary.Max), c.Summary.CV*100, ratio(c.Ratio.Ratio), ci, c.Verdict)
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("writing report: %w", err)
 		}
+		if emulated {
+			fmt.Fprintf(w, "  * %s\n", analysis.EmulatedMark)
+		}
+	}
+	if err := Pivot(w, res); err != nil {
+		return err
 	}
 	if len(res.Warnings) > 0 {
 		fmt.Fprintln(w)
@@ -108,6 +120,8 @@ type JSONRow struct {
 	RatioCIHigh    *float64  `json:"ratio_ci_high"`
 	Significant    bool      `json:"significant"`
 	Verdict        string    `json:"verdict"`
+	Emulated       bool      `json:"emulated,omitempty"`
+	Note           string    `json:"note,omitempty"`
 	Values         []float64 `json:"values"`
 }
 
@@ -166,7 +180,10 @@ func BuildJSON(h Header, res analysis.Result) JSONDoc {
 				HigherIsBetter: c.HigherIsBetter, N: c.Summary.N, Mean: zeroNaN(c.Summary.Mean),
 				Median: zeroNaN(c.Summary.Median), Min: zeroNaN(c.Summary.Min), Max: zeroNaN(c.Summary.Max),
 				CV: sig(zeroNaN(c.Summary.CV), 5), Ratio: finite(c.Ratio.Ratio), Significant: c.Ratio.Significant,
-				Verdict: c.Verdict, Values: c.Values}
+				Verdict: c.Verdict, Values: c.Values, Emulated: c.Emulated}
+			if c.Emulated {
+				row.Note = analysis.EmulatedMark
+			}
 			if !c.IsBaseline {
 				row.RatioCILow, row.RatioCIHigh = finite(c.Ratio.Lo), finite(c.Ratio.Hi)
 			}

@@ -22,9 +22,13 @@ func fixture() (Header, analysis.Result) {
 	run := store.Run{ID: "20261121-120000-abcd", Study: "redis", Seed: 42, Baseline: "native", Status: "done",
 		Env: json.RawMessage(`{"kernel":"6.1.0","cpus":2}`)}
 	var trials []store.Trial
+	workload := "redis-set"
 	add := func(round int, warm bool, p string, ops, cpu float64, errText string) {
-		t := store.Trial{RunID: run.ID, Round: round, Warmup: warm, Workload: "redis-set", Platform: p,
+		t := store.Trial{RunID: run.ID, Round: round, Warmup: warm, Workload: workload, Platform: p,
 			Started: time.Unix(0, 0), Error: errText}
+		if p == "vm" {
+			t.Where = []string{"guest 10.213.0.2, emulated (TCG), not comparable"}
+		}
 		if errText == "" {
 			t.Metrics = []store.Metric{
 				{Name: "ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: ops},
@@ -40,7 +44,15 @@ func fixture() (Header, analysis.Result) {
 		add(r+1, false, "docker-nat", v*0.8, (20+float64(r)*0.1)*1.25, "")
 	}
 	add(4, false, "docker-nat", 0, 0, "redis-benchmark failed")
-	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat"},
+	// A second workload and an emulated VM: the pivot view and the marks.
+	workload = "redis-get"
+	noise := []float64{1, 1.03, 0.98}
+	for r, v := range []float64{60000, 61000, 59000} {
+		add(r+1, false, "native", v, 18, "")
+		add(r+1, false, "docker-nat", v*0.9*noise[r], 19*noise[r], "")
+		add(r+1, false, "vm", v*0.1*noise[(r+1)%3], 180*noise[r], "")
+	}
+	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat", "vm"}, Workloads: []string{"redis-set", "redis-get"},
 		Stats: stats.Options{Seed: 1}})
 	return Header{Run: run, StopReason: "rounds done"}, res
 }

@@ -1,0 +1,408 @@
+package analysis
+
+import (
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/store"
+)
+
+const (
+	ops = "ops_per_sec" // higher is better
+	lat = "latency_ms"  // lower is better
+)
+
+// trial builds a counted trial of workload w on platform p in round r with
+// the given ops and latency values.
+func trial(w, p string, r int, opsV, latV float64) store.Trial {
+	return store.Trial{Workload: w, Platform: p, Round: r, Metrics: []store.Metric{
+		{Name: ops, Unit: "ops/s", HigherIsBetter: true, Value: opsV},
+		{Name: lat, Unit: "ms", HigherIsBetter: false, Value: latV},
+	}}
+}
+
+func warmup(t store.Trial) store.Trial { t.Warmup = true; return t }
+
+func failed(w, p string, r int) store.Trial {
+	return store.Trial{Workload: w, Platform: p, Round: r, Error: "redis-benchmark exited 1"}
+}
+
+// fixture is six rounds of one workload on four platforms:
+//   - native (baseline): every round; ops 100+r, latency 10+r/10.
+//   - docker-nat: ops exactly half and latency exactly double every round
+//     (worse on both); round 3 failed.
+//   - docker-host: ops double and latency half (better on both); no trial
+//     in round 6.
+//   - docker-proxy: ops noisy around the baseline (~), latency equal (~).
+//
+// plus a warm-up round 0 with absurd values on every platform and a failed
+// warm-up, neither of which may count.
+func fixture() []store.Trial {
+	var ts []store.Trial
+	noise := []float64{0, 0.9, 1.1, 0.95, 1.05, 1.0, 1.0}
+	for _, p := range []string{"native", "docker-nat", "docker-host", "docker-proxy"} {
+		ts = append(ts, warmup(trial("redis", p, 0, 1e9, 1e9)))
+	}
+	ts = append(ts, warmup(failed("redis", "docker-proxy", 0)))
+	for r := 1; r <= 6; r++ {
+		b, l := 100+float64(r), 10+float64(r)/10
+		ts = append(ts, trial("redis", "native", r, b, l))
+		if r == 3 {
+			ts = append(ts, failed("redis", "docker-nat", r))
+		} else {
+			ts = append(ts, trial("redis", "docker-nat", r, b/2, l*2))
+		}
+		if r != 6 {
+			ts = append(ts, trial("redis", "docker-host", r, b*2, l/2))
+		}
+		ts = append(ts, trial("redis", "docker-proxy", r, b*noise[r], l))
+	}
+	return ts
+}
+
+func cell(t *testing.T, res Result, w, m, p string) Cell {
+	t.Helper()
+	for _, tab := range res.Tables {
+		if tab.Workload != w || tab.Metric != m {
+			continue
+		}
+		for _, c := range tab.Cells {
+			if c.Platform == p {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no cell %s/%s/%s", w, m, p)
+	return Cell{}
+}
+
+func TestAnalyse(t *testing.T) {
+	res := Analyse(fixture(), Options{Baseline: "native"})
+	if res.Baseline != "native" {
+		t.Errorf("Baseline = %q", res.Baseline)
+	}
+	if res.Rounds != 6 {
+		t.Errorf("Rounds = %d, want 6 (warm-up round 0 not counted)", res.Rounds)
+	}
+	if want := map[string]int{"redis/docker-nat": 1}; !reflect.DeepEqual(res.Failed, want) {
+		t.Errorf("Failed = %v, want %v (failed warm-ups not counted)", res.Failed, want)
+	}
+	if len(res.Tables) != 2 || res.Tables[0].Metric != ops || res.Tables[1].Metric != lat {
+		t.Fatalf("tables: %+v", res.Tables)
+	}
+	for _, tab := range res.Tables {
+		if tab.Workload != "redis" {
+			t.Errorf("table workload %q", tab.Workload)
+		}
+		var order []string
+		for _, c := range tab.Cells {
+			order = append(order, c.Platform)
+		}
+		if want := []string{"docker-host", "docker-nat", "docker-proxy", "native"}; !reflect.DeepEqual(order, want) {
+			t.Errorf("%s: platforms %v, want sorted %v", tab.Metric, order, want)
+		}
+	}
+	if tab := res.Tables[0]; tab.Unit != "ops/s" || !tab.HigherIsBetter {
+		t.Errorf("ops table meta: %q %v", tab.Unit, tab.HigherIsBetter)
+	}
+	if tab := res.Tables[1]; tab.Unit != "ms" || tab.HigherIsBetter {
+		t.Errorf("latency table meta: %q %v", tab.Unit, tab.HigherIsBetter)
+	}
+
+	tests := []struct {
+		metric, platform string
+		n                int     // values in the cell
+		pairs            int     // pairs in the ratio
+		ratio            float64 // NaN = don't check exactly
+		verdict          string
+	}{
+		{ops, "native", 6, 6, 1, "baseline"},
+		{lat, "native", 6, 6, 1, "baseline"},
+		{ops, "docker-nat", 5, 5, 0.5, "worse"},
+		{lat, "docker-nat", 5, 5, 2, "worse"},   // lower is better: a higher latency is worse
+		{ops, "docker-host", 5, 5, 2, "better"}, // round 6 missing: 5 pairs
+		{lat, "docker-host", 5, 5, 0.5, "better"},
+		{ops, "docker-proxy", 6, 6, math.NaN(), "~"},
+		{lat, "docker-proxy", 6, 6, 1, "~"},
+	}
+	for _, tt := range tests {
+		c := cell(t, res, "redis", tt.metric, tt.platform)
+		name := tt.metric + "/" + tt.platform
+		if len(c.Values) != tt.n || c.Summary.N != tt.n {
+			t.Errorf("%s: %d values (summary N %d), want %d", name, len(c.Values), c.Summary.N, tt.n)
+		}
+		for _, v := range c.Values {
+			if v >= 1e9 {
+				t.Errorf("%s: warm-up value %v counted", name, v)
+			}
+		}
+		if c.Ratio.N != tt.pairs {
+			t.Errorf("%s: ratio over %d pairs, want %d", name, c.Ratio.N, tt.pairs)
+		}
+		if !math.IsNaN(tt.ratio) && math.Abs(c.Ratio.Ratio-tt.ratio) > 1e-12 {
+			t.Errorf("%s: ratio %v, want %v", name, c.Ratio.Ratio, tt.ratio)
+		}
+		if c.Verdict != tt.verdict {
+			t.Errorf("%s: verdict %q, want %q (ratio %+v)", name, c.Verdict, tt.verdict, c.Ratio)
+		}
+		if c.IsBaseline != (tt.platform == "native") {
+			t.Errorf("%s: IsBaseline %v", name, c.IsBaseline)
+		}
+		if c.Workload != "redis" || c.Metric != tt.metric || c.Platform != tt.platform {
+			t.Errorf("%s: cell names %q %q %q", name, c.Workload, c.Metric, c.Platform)
+		}
+	}
+
+	// The baseline's ratio is exactly 1 with a zero-width interval.
+	b := cell(t, res, "redis", ops, "native")
+	if b.Ratio.Ratio != 1 || b.Ratio.Lo != 1 || b.Ratio.Hi != 1 || b.Ratio.N != 6 {
+		t.Errorf("baseline ratio %+v, want exactly 1", b.Ratio)
+	}
+	// Values are in round order.
+	if want := []float64{101, 102, 103, 104, 105, 106}; !reflect.DeepEqual(b.Values, want) {
+		t.Errorf("baseline values %v, want %v", b.Values, want)
+	}
+	if want := []float64{50.5, 51, 52, 52.5, 53}; !reflect.DeepEqual(cell(t, res, "redis", ops, "docker-nat").Values, want) {
+		t.Errorf("docker-nat values %v, want %v (round 3 failed)", cell(t, res, "redis", ops, "docker-nat").Values, want)
+	}
+	// Exact ratios give a zero-width interval at the ratio.
+	if r := cell(t, res, "redis", ops, "docker-nat").Ratio; r.Lo != 0.5 || r.Hi != 0.5 || r.HalfWidthPct != 0 {
+		t.Errorf("docker-nat ops ratio %+v, want [0.5, 0.5]", r)
+	}
+	if r := cell(t, res, "redis", ops, "docker-proxy").Ratio; !(r.Lo < 1 && r.Hi > 1) || r.HalfWidthPct <= 0 {
+		t.Errorf("docker-proxy ops ratio %+v, want an interval around 1", r)
+	}
+
+	// One warning for the failure; none about few rounds (6 >= 5).
+	joined := strings.Join(res.Warnings, "\n")
+	if !strings.Contains(joined, "redis/docker-nat: 1 counted trial(s) failed") {
+		t.Errorf("no failure warning in %q", joined)
+	}
+	if strings.Contains(joined, "counted round(s)") {
+		t.Errorf("few-rounds warning with 6 rounds: %q", joined)
+	}
+	if strings.Contains(joined, "docker-proxy") {
+		t.Errorf("docker-proxy's CV is below 10%% but warned: %q", joined)
+	}
+}
+
+func TestAnalysePairingByRound(t *testing.T) {
+	// The baseline misses round 2, the platform misses round 4: only rounds
+	// 1, 3 and 5 pair. Pairing by position would give other numbers.
+	var ts []store.Trial
+	for _, r := range []int{1, 3, 4, 5} {
+		ts = append(ts, trial("w", "base", r, 10*float64(r), 1))
+	}
+	for _, r := range []int{1, 2, 3, 5} {
+		ts = append(ts, trial("w", "x", r, 20*float64(r), 1))
+	}
+	res := Analyse(ts, Options{Baseline: "base"})
+	c := cell(t, res, "w", ops, "x")
+	if c.Ratio.N != 3 {
+		t.Errorf("pairs = %d, want 3 (rounds 1, 3, 5)", c.Ratio.N)
+	}
+	if c.Ratio.Ratio != 2 {
+		t.Errorf("ratio = %v, want 2", c.Ratio.Ratio)
+	}
+	if len(c.Values) != 4 {
+		t.Errorf("x keeps its 4 values in its summary, got %v", c.Values)
+	}
+	if res.Rounds != 5 {
+		t.Errorf("Rounds = %d, want 5", res.Rounds)
+	}
+}
+
+func TestAnalyseFewRounds(t *testing.T) {
+	for _, tt := range []struct {
+		rounds int
+		warn   bool
+	}{{1, true}, {3, true}, {stats.MinReliableRounds - 1, true}, {stats.MinReliableRounds, false}, {8, false}} {
+		var ts []store.Trial
+		for r := 1; r <= tt.rounds; r++ {
+			ts = append(ts, trial("w", "base", r, 100, 1), trial("w", "x", r, 100, 1))
+		}
+		res := Analyse(ts, Options{Baseline: "base"})
+		var got string
+		for _, w := range res.Warnings {
+			if strings.Contains(w, "counted round(s)") {
+				got = w
+			}
+		}
+		if (got != "") != tt.warn {
+			t.Errorf("%d rounds: few-rounds warning %q, want one: %v", tt.rounds, got, tt.warn)
+		}
+		if tt.warn && !strings.HasPrefix(got, "only "+strconv.Itoa(tt.rounds)+" counted round(s)") {
+			t.Errorf("%d rounds: warning %q does not give the count", tt.rounds, got)
+		}
+	}
+	// No counted rounds at all: no few-rounds warning, only the failures.
+	res := Analyse([]store.Trial{failed("w", "base", 1), failed("w", "x", 1), failed("w", "x", 2)}, Options{Baseline: "base"})
+	if res.Rounds != 0 || len(res.Tables) != 0 {
+		t.Errorf("all failed: rounds %d, tables %d", res.Rounds, len(res.Tables))
+	}
+	if want := map[string]int{"w/base": 1, "w/x": 2}; !reflect.DeepEqual(res.Failed, want) {
+		t.Errorf("Failed = %v, want %v", res.Failed, want)
+	}
+	want := []string{
+		"w/base: 1 counted trial(s) failed and are left out",
+		"w/x: 2 counted trial(s) failed and are left out",
+	}
+	if !reflect.DeepEqual(res.Warnings, want) {
+		t.Errorf("Warnings = %q, want %q", res.Warnings, want)
+	}
+}
+
+func TestAnalyseNoBaseline(t *testing.T) {
+	var ts []store.Trial
+	for r := 1; r <= 5; r++ {
+		ts = append(ts, trial("w", "a", r, 100, 1), trial("w", "b", r, 90, 1))
+	}
+	// Baseline "native" ran nothing.
+	res := Analyse(ts, Options{Baseline: "native"})
+	for _, p := range []string{"a", "b"} {
+		c := cell(t, res, "w", ops, p)
+		if c.Verdict != "n/a" || !math.IsNaN(c.Ratio.Ratio) || !math.IsNaN(c.Ratio.HalfWidthPct) || c.IsBaseline {
+			t.Errorf("%s without baseline: verdict %q ratio %+v", p, c.Verdict, c.Ratio)
+		}
+	}
+	if _, ok := res.MaxHalfWidth(nil); ok {
+		t.Error("MaxHalfWidth ok without a baseline")
+	}
+}
+
+func TestAnalyseSinglePair(t *testing.T) {
+	// One paired round: a ratio but no interval, so no verdict.
+	ts := []store.Trial{trial("w", "base", 1, 100, 1), trial("w", "x", 1, 50, 1), trial("w", "x", 2, 50, 1)}
+	res := Analyse(ts, Options{Baseline: "base"})
+	c := cell(t, res, "w", ops, "x")
+	if c.Ratio.N != 1 || c.Ratio.Ratio != 0.5 || c.Verdict != "n/a" {
+		t.Errorf("single pair: ratio %+v verdict %q", c.Ratio, c.Verdict)
+	}
+}
+
+func TestAnalyseCVWarning(t *testing.T) {
+	var ts []store.Trial
+	vals := []float64{100, 60, 140, 80, 120}
+	for r := 1; r <= 5; r++ {
+		ts = append(ts, trial("w", "base", r, 100, 1), trial("w", "noisy", r, vals[r-1], 1))
+	}
+	res := Analyse(ts, Options{Baseline: "base"})
+	var got []string
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "CV") {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "w "+ops+": platform noisy: CV") {
+		t.Errorf("CV warnings %q, want one for w/ops/noisy", got)
+	}
+}
+
+func TestAnalyseOrder(t *testing.T) {
+	var ts []store.Trial
+	for r := 1; r <= 5; r++ {
+		for _, w := range []string{"redis", "micro"} {
+			for _, p := range []string{"docker-nat", "native", "docker-host", "vm"} {
+				ts = append(ts, trial(w, p, r, 100, 1))
+			}
+		}
+	}
+	tests := []struct {
+		name                 string
+		o                    Options
+		workloads, platforms []string
+	}{
+		{"sorted by default", Options{Baseline: "native"},
+			[]string{"micro", "redis"}, []string{"docker-host", "docker-nat", "native", "vm"}},
+		{"given order first, then the rest sorted",
+			Options{Baseline: "native", Workloads: []string{"redis"}, Platforms: []string{"native", "vm"}},
+			[]string{"redis", "micro"}, []string{"native", "vm", "docker-host", "docker-nat"}},
+		{"absent and repeated names ignored",
+			Options{Baseline: "native", Workloads: []string{"fio", "micro", "micro", "redis"}, Platforms: []string{"docker-proxy", "vm", "native", "vm", "docker-nat", "docker-host"}},
+			[]string{"micro", "redis"}, []string{"vm", "native", "docker-nat", "docker-host"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Analyse(ts, tt.o)
+			var ws []string
+			for _, tab := range res.Tables {
+				if len(ws) == 0 || ws[len(ws)-1] != tab.Workload {
+					ws = append(ws, tab.Workload)
+				}
+				var ps []string
+				for _, c := range tab.Cells {
+					ps = append(ps, c.Platform)
+				}
+				if !reflect.DeepEqual(ps, tt.platforms) {
+					t.Errorf("%s/%s: platforms %v, want %v", tab.Workload, tab.Metric, ps, tt.platforms)
+				}
+			}
+			if !reflect.DeepEqual(ws, tt.workloads) {
+				t.Errorf("workloads %v, want %v", ws, tt.workloads)
+			}
+			if len(res.Tables) != 4 {
+				t.Errorf("%d tables, want 4", len(res.Tables))
+			}
+		})
+	}
+}
+
+func TestAnalyseWarmupOnlyMetric(t *testing.T) {
+	// A metric that only a warm-up trial reported has nothing counted: no
+	// table for it.
+	w := warmup(trial("w", "base", 0, 1, 1))
+	w.Metrics = append(w.Metrics, store.Metric{Name: "extra", Value: 5})
+	ts := []store.Trial{w, trial("w", "base", 1, 100, 1), trial("w", "x", 1, 100, 1)}
+	res := Analyse(ts, Options{Baseline: "base"})
+	for _, tab := range res.Tables {
+		if len(tab.Cells) == 0 {
+			t.Errorf("table %s/%s has no cells", tab.Workload, tab.Metric)
+		}
+	}
+	if len(res.Tables) != 2 {
+		t.Errorf("%d tables, want 2", len(res.Tables))
+	}
+}
+
+func TestMaxHalfWidth(t *testing.T) {
+	res := Analyse(fixture(), Options{Baseline: "native"})
+	proxy := cell(t, res, "redis", ops, "docker-proxy").Ratio.HalfWidthPct
+	if !(proxy > 0) {
+		t.Fatalf("docker-proxy half-width %v", proxy)
+	}
+	isLatency := func(tab Table) bool { return tab.Metric == lat }
+	isOps := func(tab Table) bool { return tab.Metric == ops }
+	none := func(Table) bool { return false }
+	tests := []struct {
+		name    string
+		include func(Table) bool
+		want    float64
+	}{
+		{"all", nil, proxy},
+		{"ops only", isOps, proxy},
+		{"latency only: every interval has zero width", isLatency, 0},
+		{"nothing selected", none, 0},
+	}
+	for _, tt := range tests {
+		got, ok := res.MaxHalfWidth(tt.include)
+		if !ok || got != tt.want {
+			t.Errorf("%s: MaxHalfWidth = %v, %v; want %v, true", tt.name, got, ok, tt.want)
+		}
+	}
+
+	// A platform with a single round has no interval yet: not ok, unless
+	// the filter leaves its workload out.
+	ts := append(fixture(), trial("micro", "native", 1, 1, 1), trial("micro", "native", 2, 1, 1), trial("micro", "vm", 1, 1, 1))
+	res = Analyse(ts, Options{Baseline: "native"})
+	if _, ok := res.MaxHalfWidth(nil); ok {
+		t.Error("MaxHalfWidth ok with a one-pair ratio")
+	}
+	got, ok := res.MaxHalfWidth(func(tab Table) bool { return tab.Workload == "redis" })
+	if !ok || got != proxy {
+		t.Errorf("MaxHalfWidth(redis only) = %v, %v; want %v, true", got, ok, proxy)
+	}
+}
