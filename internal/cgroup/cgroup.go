@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,7 +118,7 @@ func (g *Group) newV1(run runid.ID, name string, l Limits) error {
 		if err := write(filepath.Join(d, "cpu.cfs_period_us"), "100000"); err != nil {
 			return err
 		}
-		if err := write(filepath.Join(d, "cpu.cfs_quota_us"), strconv.Itoa(int(l.CPUs*100000))); err != nil {
+		if err := write(filepath.Join(d, "cpu.cfs_quota_us"), strconv.Itoa(quotaUS(l.CPUs))); err != nil {
 			return err
 		}
 	}
@@ -132,6 +133,10 @@ func (g *Group) newV1(run runid.ID, name string, l Limits) error {
 	}
 	return nil
 }
+
+// quotaUS is the CFS quota in microseconds per 100 ms period for cpus CPUs,
+// rounded: truncating would turn 0.29 CPUs into 28999 us.
+func quotaUS(cpus float64) int { return int(math.Round(cpus * 100000)) }
 
 // inherit copies a cpuset file from the parent directory when it is empty.
 func inherit(dir, file string) error {
@@ -182,7 +187,7 @@ func (g *Group) newV2(run runid.ID, name string, l Limits) error {
 		}
 	}
 	if l.CPUs > 0 {
-		if err := write(filepath.Join(d, "cpu.max"), fmt.Sprintf("%d 100000", int(l.CPUs*100000))); err != nil {
+		if err := write(filepath.Join(d, "cpu.max"), fmt.Sprintf("%d 100000", quotaUS(l.CPUs))); err != nil {
 			return err
 		}
 	}

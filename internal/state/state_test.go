@@ -1,0 +1,231 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+func TestPaths(t *testing.T) {
+	t.Setenv(EnvHome, "")
+	if got := Home().Root; got != DefaultHome {
+		t.Errorf("Home() without %s = %q", EnvHome, got)
+	}
+	t.Setenv(EnvHome, "/x/y")
+	d := Home()
+	if d.Root != "/x/y" {
+		t.Errorf("Home() = %q", d.Root)
+	}
+	id := runid.ID("20240131-235959-00ff")
+	for got, want := range map[string]string{
+		d.DB():       "/x/y/results.db",
+		d.RunDir(id): "/x/y/runs/20240131-235959-00ff",
+		d.ImageDir(): "/x/y/images",
+		d.LockDir():  "/x/y/locks",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestLock(t *testing.T) {
+	d := Dir{Root: t.TempDir()}
+	id := runid.New()
+	if d.Alive(id) {
+		t.Fatal("Alive before any lock")
+	}
+	l, err := d.AcquireLock(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	b, err := os.ReadFile(filepath.Join(d.LockDir(), string(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("lock file holds %q, want our PID %d", b, os.Getpid())
+	}
+
+	// flock locks belong to the open file, so a second open in this same
+	// process conflicts as another process's would.
+	if !d.Alive(id) {
+		t.Error("Alive = false while the lock is held")
+	}
+	if !d.Alive(id) {
+		t.Error("Alive = false on a second look: the first look must not take the lock")
+	}
+	l2, err := d.AcquireLock(id)
+	if err == nil {
+		l2.Release()
+		t.Fatal("second AcquireLock of a held run succeeded")
+	}
+	if !strings.Contains(err.Error(), "already running") || !strings.Contains(err.Error(), string(id)) {
+		t.Errorf("second AcquireLock error %q does not say the run is already running", err)
+	}
+	if !d.Alive(id) {
+		t.Error("a failed AcquireLock dropped the holder's lock")
+	}
+
+	other := runid.New()
+	for other == id {
+		other = runid.New()
+	}
+	if d.Alive(other) {
+		t.Error("another run is Alive")
+	}
+
+	if err := l.Release(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if d.Alive(id) {
+		t.Error("Alive = true after Release")
+	}
+	if _, err := os.Stat(filepath.Join(d.LockDir(), string(id))); !os.IsNotExist(err) {
+		t.Errorf("lock file still there after Release: %v", err)
+	}
+	if err := l.Release(); err != nil {
+		t.Errorf("second Release: %v", err)
+	}
+	var nilLock *Lock
+	if err := nilLock.Release(); err != nil {
+		t.Errorf("nil Release: %v", err)
+	}
+
+	// The run can be taken again (--resume).
+	l3, err := d.AcquireLock(id)
+	if err != nil {
+		t.Fatalf("AcquireLock after Release: %v", err)
+	}
+	if !d.Alive(id) {
+		t.Error("not Alive after re-acquiring")
+	}
+	l3.Release()
+}
+
+func TestAliveStaleLockFile(t *testing.T) {
+	// A crashed run leaves its lock file without a lock on it.
+	d := Dir{Root: t.TempDir()}
+	id := runid.New()
+	if err := os.MkdirAll(d.LockDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.LockDir(), string(id)), []byte("12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d.Alive(id) {
+		t.Error("Alive on an unlocked lock file")
+	}
+	l, err := d.AcquireLock(id)
+	if err != nil {
+		t.Fatalf("AcquireLock over a stale lock file: %v", err)
+	}
+	l.Release()
+}
+
+func TestAcquireLockUnwritable(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := Dir{Root: f} // a file, so locks/ cannot be created under it
+	if l, err := d.AcquireLock(runid.New()); err == nil {
+		l.Release()
+		t.Fatal("AcquireLock under a file succeeded")
+	}
+}
+
+func TestTempDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	id := runid.New()
+	for _, purpose := range []string{"redis", "r01-redis-native", ""} {
+		dir, err := TempDir(id, purpose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(dir) != tmp {
+			t.Errorf("TempDir = %q, not under $TMPDIR %q", dir, tmp)
+		}
+		prefix := runid.Prefix + string(id) + "-" + purpose + "-"
+		if !strings.HasPrefix(filepath.Base(dir), prefix) {
+			t.Errorf("TempDir(%q) = %q, want a name starting %q", purpose, dir, prefix)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Errorf("TempDir did not create a directory: %v", err)
+		}
+		got, ok := RunOfTempDir(dir)
+		if !ok || got != id {
+			t.Errorf("RunOfTempDir(%q) = %q, %v; want %q", dir, got, ok, id)
+		}
+	}
+	if _, err := TempDir(id, "a/b"); err == nil {
+		t.Error("TempDir with a '/' in the purpose succeeded")
+	}
+}
+
+func TestRunOfTempDir(t *testing.T) {
+	tests := []struct {
+		path string
+		want runid.ID
+		ok   bool
+	}{
+		{"/tmp/nn-20240131-235959-00ff-redis-123", "20240131-235959-00ff", true},
+		{"nn-20240131-235959-00ff--9", "20240131-235959-00ff", true},
+		{"/tmp/nn-20240131-235959-00ff", "20240131-235959-00ff", true},
+		{"/tmp/nn-short", "", false},
+		{"/tmp/nn-", "", false},
+		{"/tmp/nn-2024013x-235959-00ff-redis-1", "", false},
+		{"/tmp/other-20240131-235959-00ff-redis", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := RunOfTempDir(tt.path)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("RunOfTempDir(%q) = %q, %v; want %q, %v", tt.path, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestTempDirs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	a, b := runid.New(), runid.New()
+	for a == b {
+		b = runid.New()
+	}
+	mk := func(id runid.ID, purpose string) string {
+		d, err := TempDir(id, purpose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a1, a2, b1 := mk(a, "redis"), mk(a, "pg"), mk(b, "redis")
+	if err := os.Mkdir(filepath.Join(tmp, "unrelated"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(id runid.ID, want ...string) {
+		t.Helper()
+		got, err := TempDirs(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("TempDirs(%q) =\n%v\nwant\n%v", id, got, want)
+		}
+	}
+	check(a, a1, a2)
+	check(b, b1)
+	check("", a1, a2, b1)
+	check("19990101-000000-0000") // no such run
+}
