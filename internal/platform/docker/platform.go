@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"regexp"
 	"sort"
@@ -170,7 +171,7 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		NetworkMode: network.NetworkBridge,
 		Resources: container.Resources{
 			CpusetCpus: p.opt.CPUSet,
-			NanoCPUs:   int64(p.opt.CPUs * 1e9),
+			NanoCPUs:   int64(math.Round(p.opt.CPUs * 1e9)),
 		},
 	}
 	if m := p.opt.MemoryBytes(); m > 0 {
