@@ -64,9 +64,18 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, home: home, db: filepath.Join(home, "results.db")}
 	t.Cleanup(func() {
 		// Whatever a test leaves is a failure, but remove it for the next.
-		out, _ := e.cmd("cleanup", "--force").CombinedOutput()
-		if bytes.Contains(out, []byte("removed ")) {
-			t.Errorf("test left resources behind:\n%s", out)
+		// Only this test's runs: other runs on the machine are not ours.
+		st, err := store.Open(context.Background(), e.db)
+		if err != nil {
+			return // no database: the test stored no run
+		}
+		defer st.Close()
+		runs, _ := st.Runs(context.Background())
+		for _, r := range runs {
+			out, _ := e.cmd("cleanup", string(r.ID)).CombinedOutput()
+			if bytes.Contains(out, []byte("removed ")) {
+				t.Errorf("test left resources of run %s behind:\n%s", r.ID, out)
+			}
 		}
 	})
 	return e
@@ -352,7 +361,7 @@ workloads:
 	if left := leftovers(t, id); len(left) > 0 {
 		t.Fatalf("cleanup left: %v", left)
 	}
-	out, _, _ = e.run("cleanup")
+	out, _, _ = e.run("cleanup", string(id))
 	if !strings.Contains(out, "nothing to clean up") {
 		t.Errorf("second cleanup should find nothing:\n%s", out)
 	}

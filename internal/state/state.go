@@ -41,8 +41,21 @@ func (d Dir) RunDir(id runid.ID) string { return filepath.Join(d.Root, "runs", s
 // ImageDir holds image build caches (root file systems, disk images).
 func (d Dir) ImageDir() string { return filepath.Join(d.Root, "images") }
 
-// LockDir holds one lock file per live run.
-func (d Dir) LockDir() string { return filepath.Join(d.Root, "locks") }
+// EnvLockDir overrides the lock directory (for unprivileged development).
+const EnvLockDir = "NEARNATIVE_LOCK_DIR"
+
+// DefaultLockDir holds one lock file per live run.
+const DefaultLockDir = "/run/nearnative/locks"
+
+// LockDir holds one lock file per live run. It is the same for every state
+// directory: containers and processes are machine-wide, so a cleanup started
+// with another NEARNATIVE_HOME must still see that a run is alive.
+func (d Dir) LockDir() string {
+	if v := os.Getenv(EnvLockDir); v != "" {
+		return v
+	}
+	return DefaultLockDir
+}
 
 // TempDir creates a temporary directory labelled with the run; cleanup removes
 // such directories when their run is no longer alive.

@@ -26,7 +26,7 @@ func TestPaths(t *testing.T) {
 		d.DB():       "/x/y/results.db",
 		d.RunDir(id): "/x/y/runs/20240131-235959-00ff",
 		d.ImageDir(): "/x/y/images",
-		d.LockDir():  "/x/y/locks",
+		d.LockDir():  DefaultLockDir, // machine-wide, not under the home
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -134,7 +134,8 @@ func TestAcquireLockUnwritable(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := Dir{Root: f} // a file, so locks/ cannot be created under it
+	t.Setenv(EnvLockDir, filepath.Join(f, "locks")) // under a file: cannot be created
+	d := Dir{Root: t.TempDir()}
 	if l, err := d.AcquireLock(runid.New()); err == nil {
 		l.Release()
 		t.Fatal("AcquireLock under a file succeeded")
