@@ -50,7 +50,10 @@ func IsV2() bool {
 	return err == nil
 }
 
-// New creates the group run/name with the given limits.
+// New creates the group run/name with the given limits. With no limits the
+// group still tracks the processes (cpuacct on v1), so that every
+// descendant, even one that started its own session, can be found and
+// killed.
 func New(run runid.ID, name string, l Limits) (*Group, error) {
 	g := &Group{}
 	if IsV2() {
@@ -84,6 +87,9 @@ func (g *Group) mkdir(dir string) error {
 
 func (g *Group) newV1(run runid.ID, name string, l Limits) error {
 	rel := filepath.Join(Parent, string(run), name)
+	if err := g.mkdir(filepath.Join(Root, "cpuacct", rel)); err != nil {
+		return err
+	}
 	if l.CPUSet != "" {
 		base := filepath.Join(Root, "cpuset")
 		// cpuset v1 requires cpus and mems on every level before a task joins.
@@ -172,6 +178,9 @@ func (g *Group) newV2(run runid.ID, name string, l Limits) error {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return fmt.Errorf("cgroup: creating %s: %w", d, err)
 			}
+		}
+		if enable == "" {
+			continue // a tracking group needs no controllers
 		}
 		if err := write(filepath.Join(d, "cgroup.subtree_control"), enable); err != nil {
 			return err
@@ -286,7 +295,7 @@ func Leftovers(run runid.ID) []Leftover {
 	parents := []string{filepath.Join(Root, Parent)}
 	if !IsV2() {
 		parents = nil
-		for _, c := range []string{"cpuset", "cpu", "memory", "unified"} {
+		for _, c := range []string{"cpuacct", "cpuset", "cpu", "memory", "unified"} {
 			parents = append(parents, filepath.Join(Root, c, Parent))
 		}
 	}

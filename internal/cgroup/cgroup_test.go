@@ -151,7 +151,8 @@ func TestNewLimits(t *testing.T) {
 				}
 				return
 			}
-			var want []string
+			// The cpuacct tracking group always comes first.
+			want := []string{controllerDir("cpuacct", run, "srv")}
 			for _, ctrl := range []string{"cpuset", "cpu", "memory"} { // the order New creates them in
 				files, ok := tt.files[ctrl]
 				if !ok {
@@ -201,8 +202,13 @@ func TestNewEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g.Dirs) != 0 && !IsV2() {
-		t.Errorf("v1 group without limits has dirs %v", g.Dirs)
+	// Without limits the group still tracks its processes.
+	want := []string{controllerDir("cpuacct", run, "srv")}
+	if IsV2() {
+		want = []string{filepath.Join(Root, Parent, string(run), "srv")}
+	}
+	if !reflect.DeepEqual(g.Dirs, want) {
+		t.Errorf("group without limits has dirs %v, want %v", g.Dirs, want)
 	}
 	g.Remove()
 }
@@ -366,7 +372,7 @@ func TestLeftoversAndRemoveTree(t *testing.T) {
 	if IsV2() {
 		want = []string{filepath.Join(Root, Parent, string(run))}
 	} else {
-		for _, c := range []string{"cpuset", "cpu", "memory"} {
+		for _, c := range []string{"cpuacct", "cpuset", "cpu", "memory"} {
 			want = append(want, filepath.Join(Root, c, Parent, string(run)))
 		}
 	}

@@ -57,14 +57,18 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	argv := append([]string{bin}, res.Command[1:]...)
 	lim := cgroup.Limits{CPUSet: p.opt.CPUSet, CPUs: p.opt.CPUs, MemoryBytes: p.opt.MemoryBytes()}
 	res.Where = "host process"
-	if !lim.Empty() {
+	if !lim.Empty() || os.Geteuid() == 0 {
+		// A group even without limits: cancelling kills every descendant,
+		// also those that started their own session (fio's jobs do).
 		g, err := cgroup.New(p.env.Run, trial+"-"+spec.Name, lim)
 		if err != nil {
 			return res, err
 		}
 		defer g.Remove()
 		argv = g.Wrap(argv)
-		res.Where += " (" + p.opt.String() + " via cgroup)"
+		if !lim.Empty() {
+			res.Where += " (" + p.opt.String() + " via cgroup)"
+		}
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(argv[0], argv[1:]...)

@@ -166,7 +166,9 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		}
 		argv = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--init-groups", "--"}, argv...)
 	}
-	if !lim.Empty() {
+	// Always a group when root, limits or not: Stop and cleanup then reach
+	// every descendant, even one that left the process group (setsid).
+	if !lim.Empty() || os.Geteuid() == 0 {
 		if s.group, err = cgroup.New(s.p.env.Run, s.name, lim); err != nil {
 			return err
 		}

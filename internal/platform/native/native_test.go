@@ -210,3 +210,29 @@ func TestRunJob(t *testing.T) {
 		t.Errorf("temp dirs left: %v", left)
 	}
 }
+
+// TestRunJobKillsSetsidChildren: a child that starts its own session leaves
+// the process group; the job's cgroup still reaches it.
+func TestRunJobKillsSetsidChildren(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("tracking groups need root")
+	}
+	p, run, _ := newPlatform(t, platform.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	spec := platform.Spec{Name: "escape", Command: func(platform.Listen) []string {
+		return []string{"sh", "-c", "setsid sleep 60 & sleep 60"}
+	}}
+	if _, err := p.RunJob(ctx, "esc", spec); err == nil {
+		t.Fatal("cancelled job returned no error")
+	}
+	time.Sleep(100 * time.Millisecond)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && strings.Contains(string(env), "NEARNATIVE_RUN="+string(run)) {
+			comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+			t.Errorf("process %s (%s) of the job survived", e.Name(), strings.TrimSpace(string(comm)))
+		}
+	}
+}
