@@ -1,0 +1,209 @@
+package fio
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// testLog sends progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// newInstance resolves quick defaults with a small file and overrides.
+func newInstance(t *testing.T, over map[string]string) workload.Instance {
+	t.Helper()
+	o := map[string]string{"size": "32m", "ramp": "1s"}
+	for k, v := range over {
+		o[k] = v
+	}
+	v, err := workload.Resolve(Workload{}.Params(), o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Workload{}.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// currentImage connects to Docker and returns the current workload image,
+// or skips when either is missing.
+func currentImage(t *testing.T) (*docker.Engine, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := docker.Connect(ctx)
+	if err != nil {
+		t.Skipf("no Docker engine: %v", err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	cfg, err := image.DefaultConfig()
+	if err != nil {
+		t.Skipf("workload image config: %v", err)
+	}
+	ref, present, err := image.Current(ctx, eng.API(), cfg)
+	if err != nil || !present {
+		t.Skipf("workload image %s not present (run `nearnative image build`): %v", ref, err)
+	}
+	return eng, ref
+}
+
+// checkClean fails when the run left temp dirs behind.
+func checkClean(t *testing.T, run runid.ID) {
+	t.Helper()
+	left, err := state.TempDirs(run)
+	if err != nil || len(left) > 0 {
+		t.Errorf("temp dirs left by run %s: %v %v", run, left, err)
+	}
+}
+
+func TestIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fio natively and in Docker; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
+	nat, err := native.New(platform.Native, env, state.Dir{Root: root}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	platforms := map[string]func(t *testing.T) platform.Platform{
+		platform.Native: func(*testing.T) platform.Platform { return nat },
+		platform.DockerHost: func(t *testing.T) platform.Platform {
+			eng, ref := currentImage(t)
+			denv := env
+			denv.Image = ref
+			p, err := docker.New(platform.DockerHost, platform.DockerHost, denv, eng, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if removed, err := eng.RemoveRun(context.Background(), run); err != nil || len(removed) > 0 {
+					t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
+				}
+			})
+			return p
+		},
+	}
+	tests := []struct {
+		name, plat, storage, mode string
+		where                     string
+	}{
+		{"native-volume-randrw70", platform.Native, StorageVolume, "randrw70", "on the host"},
+		{"docker-host-volume-randread", platform.DockerHost, StorageVolume, "randread", "bind-mounted at /fio-data"},
+		{"docker-host-container-randwrite", platform.DockerHost, StorageContainer, "randwrite", "own file system at /nearnative/fio.dat (overlay"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := platforms[tc.plat](t)
+			in := newInstance(t, map[string]string{"mode": tc.mode, "storage": tc.storage})
+			raw := filepath.Join(root, "raw")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: tc.name, Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testLog{t}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range in.Metrics() {
+				v, ok := res.Values[m.Name]
+				if !ok {
+					t.Errorf("metric %s missing", m.Name)
+				}
+				if strings.HasSuffix(m.Name, "iops") && !(v >= 10 && v <= 1e7) {
+					t.Errorf("%s = %v, not plausible", m.Name, v)
+				}
+				if strings.HasSuffix(m.Name, "_us") && !(v > 0 && v < 1e7) {
+					t.Errorf("%s = %v us, not plausible", m.Name, v)
+				}
+			}
+			t.Logf("values %v", res.Values)
+			t.Logf("where %q", res.Where)
+			t.Logf("notes %q", res.Notes)
+			t.Logf("commands %q", res.Commands)
+			if !strings.Contains(strings.Join(res.Where, "\n"), tc.where) {
+				t.Errorf("Where %q lacks %q", res.Where, tc.where)
+			}
+			if !strings.Contains(strings.Join(res.Notes, "\n"), "fio-3") {
+				t.Errorf("Notes %q lack the fio version", res.Notes)
+			}
+			if len(res.Commands) != 1 || !strings.Contains(res.Commands[0], "--runtime=2s") {
+				t.Errorf("Commands %q", res.Commands)
+			}
+			if _, err := os.Stat(filepath.Join(raw, tc.name+"-fio.json")); err != nil {
+				t.Errorf("raw output not saved: %v", err)
+			}
+			checkClean(t, run)
+		})
+	}
+}
+
+func TestIntegrationCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fio natively; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	nat, err := native.New(platform.Native, platform.Env{Run: run, LogDir: root}, state.Dir{Root: root}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	in := newInstance(t, map[string]string{"numjobs": "1", "iodepth": "1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "cancel", Platform: nat, Duration: time.Minute, RawDir: root})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("cancelled trial took %v", d)
+	}
+	checkClean(t, run)
+}
+
+// TestIntegrationFailure runs fio natively on a file it cannot use (a
+// directory where the file should be) and expects an error pointing to the
+// saved raw output.
+func TestIntegrationFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fio natively; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	nat, err := native.New(platform.Native, platform.Env{Run: run, LogDir: root}, state.Dir{Root: root}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	in := newInstance(t, map[string]string{"size": "32m"}).(*Instance)
+	in.cfg.BS = 3 << 30 // a block larger than the file: fio refuses to run
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "fail", Platform: nat, Duration: time.Second, RawDir: root})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "fail-fio.json")) {
+		t.Fatalf("err = %v, want it to point to the raw output", err)
+	}
+	t.Logf("error: %v", err)
+	checkClean(t, run)
+}

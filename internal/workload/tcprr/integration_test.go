@@ -1,0 +1,170 @@
+package tcprr
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// testPlatforms returns native, docker-nat and docker-host for one run whose
+// leftovers are checked and removed when the test ends. The container
+// platforms use the current workload image, as `nearnative run` finds it.
+func testPlatforms(t *testing.T) (runid.ID, []platform.Platform) {
+	t.Helper()
+	run := runid.New()
+	env := platform.Env{Run: run, LogDir: t.TempDir()}
+	nat, err := native.New(platform.Native, env, state.Dir{Root: t.TempDir()}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	ps := []platform.Platform{nat}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := docker.Connect(ctx)
+	if errors.Is(err, platform.ErrUnavailable) {
+		t.Logf("docker platforms skipped: %v", err)
+		return run, ps
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removed, err := eng.RemoveRun(context.Background(), run)
+		if err != nil || len(removed) > 0 {
+			t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
+		}
+		eng.Close()
+	})
+	cfg, err := image.DefaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, present, err := image.Current(ctx, eng.API(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !present {
+		t.Logf("docker platforms skipped: workload image %s missing (run `nearnative image build`)", ref)
+		return run, ps
+	}
+	env.Image = ref
+	for _, kind := range []string{platform.DockerNAT, platform.DockerHost} {
+		p, err := docker.New(kind, kind, env, eng, platform.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return run, ps
+}
+
+// TestTrialOnPlatforms runs one short trial per platform and checks that the
+// values are plausible.
+func TestTrialOnPlatforms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sockperf natively and in containers")
+	}
+	run, ps := testPlatforms(t)
+	in := newInstance(t, nil)
+	for _, p := range ps {
+		t.Run(p.Name(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			raw := t.TempDir()
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testLog{t}})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for _, m := range in.Metrics() {
+				if _, ok := res.Values[m.Name]; !ok {
+					t.Errorf("metric %s missing", m.Name)
+				}
+			}
+			for _, m := range []string{MetricMean, MetricP50, MetricP99} {
+				if v := res.Values[m]; v < 1 || v > 100000 {
+					t.Errorf("%s = %v us, want 1..100000", m, v)
+				}
+			}
+			if tps := res.Values[MetricTPS]; tps < 10 || tps > 1e6 {
+				t.Errorf("%s = %v, want 10..1e6", MetricTPS, tps)
+			}
+			if c := res.Values[MetricCPUPerTx]; !(c > 0) || c > 100000 {
+				t.Errorf("%s = %v us, want 0..100000", MetricCPUPerTx, c)
+			}
+			if s := res.Values[MetricServerCPU]; !(s > 0 && s < 250) {
+				t.Errorf("%s = %v%%, want 0..250", MetricServerCPU, s)
+			}
+			if b, err := os.ReadFile(raw + "/t1-sockperf.txt"); err != nil || !strings.Contains(string(b), "avg-rtt") {
+				t.Errorf("raw output t1-sockperf.txt: %v", err)
+			}
+			notes := strings.Join(res.Notes, "\n")
+			for _, want := range []string{"closed loop", "--full-rtt", "sockperf --version: sockperf, version 3."} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("notes lack %q:\n%s", want, notes)
+				}
+			}
+			t.Logf("%s: mean %.1f us, p50 %.1f us, p99 %.1f us, %.0f tx/s, %.1f us CPU/tx, server %.0f%%, client %.0f%%; %s",
+				p.Name(), res.Values[MetricMean], res.Values[MetricP50], res.Values[MetricP99], res.Values[MetricTPS],
+				res.Values[MetricCPUPerTx], res.Values[MetricServerCPU], res.Values[MetricClientCPU], res.Where)
+		})
+	}
+}
+
+// TestClientWithoutServer checks that sockperf's exit status 0 after a
+// refused connection still fails the trial, pointing to the raw output.
+func TestClientWithoutServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sockperf")
+	}
+	ports, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := t.TempDir()
+	in := newInstance(t, nil)
+	argv := in.clientArgv("127.0.0.1:"+strconv.Itoa(ports[0]), 2)
+	var lines int
+	run, err := runClient(context.Background(), runid.New(), raw, "t1-sockperf.txt", argv, func(string) { lines++ })
+	if err != nil {
+		t.Fatalf("runClient: %v (sockperf exits 0 after a refused connection)", err)
+	}
+	if lines == 0 || run.RawPath != raw+"/t1-sockperf.txt" {
+		t.Errorf("%d lines seen, raw %s", lines, run.RawPath)
+	}
+	if _, err := ParseSummary(run.Output); err == nil || !strings.Contains(err.Error(), "Connection refused") {
+		t.Errorf("ParseSummary = %v, want sockperf's connection refused", err)
+	}
+
+	// A cancelled context kills the client and says so.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := runClient(ctx, runid.New(), raw, "t2-sockperf.txt", argv, func(string) {}); err == nil {
+		t.Error("runClient with a cancelled context: no error")
+	}
+	// A missing tool is a clear error.
+	if _, err := runClient(context.Background(), runid.New(), raw, "t3.txt", []string{"no-such-sockperf"}, func(string) {}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("missing tool: %v", err)
+	}
+}
+
+// testLog sends a trial's progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

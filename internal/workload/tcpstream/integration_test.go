@@ -1,0 +1,178 @@
+package tcpstream
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// testPlatforms returns native, docker-nat and docker-host for one run whose
+// leftovers are checked and removed when the test ends. The container
+// platforms use the current workload image, as `nearnative run` finds it.
+func testPlatforms(t *testing.T) (runid.ID, []platform.Platform) {
+	t.Helper()
+	run := runid.New()
+	env := platform.Env{Run: run, LogDir: t.TempDir()}
+	nat, err := native.New(platform.Native, env, state.Dir{Root: t.TempDir()}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	ps := []platform.Platform{nat}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := docker.Connect(ctx)
+	if errors.Is(err, platform.ErrUnavailable) {
+		t.Logf("docker platforms skipped: %v", err)
+		return run, ps
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removed, err := eng.RemoveRun(context.Background(), run)
+		if err != nil || len(removed) > 0 {
+			t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
+		}
+		eng.Close()
+	})
+	cfg, err := image.DefaultConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, present, err := image.Current(ctx, eng.API(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !present {
+		t.Logf("docker platforms skipped: workload image %s missing (run `nearnative image build`)", ref)
+		return run, ps
+	}
+	env.Image = ref
+	for _, kind := range []string{platform.DockerNAT, platform.DockerHost} {
+		p, err := docker.New(kind, kind, env, eng, platform.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return run, ps
+}
+
+// TestTrialOnPlatforms runs one short trial per platform and direction and
+// checks that the values are plausible.
+func TestTrialOnPlatforms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs iperf3 natively and in containers")
+	}
+	run, ps := testPlatforms(t)
+	for _, dir := range []string{Send, Recv} {
+		in := newInstance(t, map[string]string{"direction": dir})
+		for _, p := range ps {
+			// The receive direction only natively: the send direction
+			// already covers each container path.
+			if dir == Recv && p.Name() != platform.Native {
+				continue
+			}
+			t.Run(dir+"/"+p.Name(), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				raw := t.TempDir()
+				res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testLog{t}})
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				for _, m := range in.Metrics() {
+					if _, ok := res.Values[m.Name]; !ok {
+						t.Errorf("metric %s missing", m.Name)
+					}
+				}
+				if g := res.Values[MetricGbps]; g < 0.01 || g > 1000 {
+					t.Errorf("%s = %v Gbit/s, want 0.01..1000", MetricGbps, g)
+				}
+				if c := res.Values[MetricCPUPerGB]; !(c > 0) {
+					t.Errorf("%s = %v, want > 0", MetricCPUPerGB, c)
+				}
+				if s := res.Values[MetricServerCPU]; !(s > 0 && s < 250) {
+					t.Errorf("%s = %v%%, want 0..250", MetricServerCPU, s)
+				}
+				if r := res.Values[MetricRetransmits]; r < 0 {
+					t.Errorf("%s = %v", MetricRetransmits, r)
+				}
+				if b, err := os.ReadFile(raw + "/t1-iperf3.json"); err != nil || !strings.Contains(string(b), `"sum_received"`) {
+					t.Errorf("raw output t1-iperf3.json: %v", err)
+				}
+				if len(res.Commands) != 2 || !strings.Contains(strings.Join(res.Notes, "\n"), "iperf3 --version: iperf 3.") {
+					t.Errorf("commands %q, notes %q", res.Commands, res.Notes)
+				}
+				t.Logf("%s %s: %.2f Gbit/s, %.0f ms CPU/GB, server %.0f%%, client %.0f%%, %v retransmits; %s",
+					p.Name(), dir, res.Values[MetricGbps], res.Values[MetricCPUPerGB], res.Values[MetricServerCPU],
+					res.Values[MetricClientCPU], res.Values[MetricRetransmits], res.Where)
+			})
+		}
+	}
+}
+
+// TestServerNotListening checks that a client that never reaches its
+// server is retried through the readiness window, then fails with iperf3's
+// error and the raw output's path rather than a zero.
+func TestServerNotListening(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs iperf3")
+	}
+	ports, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := newInstance(t, nil)
+	in.readyTimeout = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	raw := t.TempDir()
+	argv := in.clientArgv("127.0.0.1:"+strconv.Itoa(ports[0]), 1)
+	_, _, attempts, err := in.drive(ctx, workload.Trial{Run: runid.New(), Name: "t1", RawDir: raw}, argv, zeroCPU{})
+	if err == nil {
+		t.Fatal("drive succeeded without a server")
+	}
+	for _, want := range []string{"Connection refused", raw + "/t1-iperf3.json"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if attempts < 2 {
+		t.Errorf("%d attempts, want retries within the readiness window", attempts)
+	}
+
+	// A cancelled context ends the retries with the context's error.
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	in.readyTimeout = time.Minute
+	if _, _, _, err := in.drive(ctx, workload.Trial{Run: runid.New(), Name: "t2", RawDir: raw}, argv, zeroCPU{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("drive with a cancelled context = %v", err)
+	}
+}
+
+type zeroCPU struct{}
+
+func (zeroCPU) CPUTime(context.Context) (time.Duration, error) { return 0, nil }
+
+// testLog sends a trial's progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

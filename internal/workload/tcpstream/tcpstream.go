@@ -1,0 +1,272 @@
+// Package tcpstream is the TCP throughput micro-benchmark after the seed
+// "Docker Containers Performance in VMware vSphere" (netperf TCP_STREAM in
+// both directions): an iperf3 server on the platform, the iperf3 client on
+// the host, one bulk TCP stream by default for the study's trial length.
+//
+// The direction is a parameter rather than two metrics of one trial: each
+// direction is then its own trial with its own CPU accounting (the
+// whole-machine busy time divided by the bytes of that transfer) and its own
+// place in the randomised interleaving, and a study that wants both lists
+// the workload twice (direction: send and direction: recv).
+package tcpstream
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// Metric names.
+const (
+	MetricGbps        = "gbit_per_sec"
+	MetricCPUPerGB    = "cpu_ms_per_gb"
+	MetricRetransmits = "retransmits"
+	MetricClientCPU   = "client_cpu_pct"
+	MetricServerCPU   = "server_cpu_pct"
+)
+
+// Directions.
+const (
+	Send = "send" // the host client sends to the server
+	Recv = "recv" // the server sends to the host client (iperf3 -R)
+)
+
+// ReadyTimeout bounds how long a trial retries a client that could not start
+// its test because the server was not listening yet.
+const ReadyTimeout = 30 * time.Second
+
+// retryPause is the wait between such attempts.
+const retryPause = 200 * time.Millisecond
+
+// saturated is the client CPU share above which the driver may be the
+// bottleneck: iperf3 3.12 drives all its streams from one thread.
+const saturated = 0.90
+
+// Workload is the tcp-stream workload kind.
+type Workload struct{}
+
+// Name implements workload.Workload.
+func (Workload) Name() string { return "tcp-stream" }
+
+// Description implements workload.Workload.
+func (Workload) Description() string {
+	return "iperf3 server on the platform, iperf3 client on the host: bulk TCP throughput (Gbit/s) and CPU per GB, either direction"
+}
+
+// Params implements workload.Workload.
+func (Workload) Params() []workload.Param {
+	return []workload.Param{
+		{Name: "direction", Type: workload.String, Default: Send, Enum: []string{Send, Recv},
+			Help: "send: the host client sends to the server; recv: the server sends to the client (iperf3 -R). The seed measured both: list the workload once per direction"},
+		{Name: "streams", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "parallel TCP streams (iperf3 -P; seed: netperf TCP_STREAM, one stream)"},
+	}
+}
+
+// New implements workload.Workload.
+func (Workload) New(v workload.Values) (workload.Instance, error) {
+	in := &Instance{direction: v.String("direction"), streams: v.Int("streams"), readyTimeout: ReadyTimeout}
+	if in.direction != Send && in.direction != Recv {
+		return nil, fmt.Errorf("parameter direction: %q is not %s or %s", in.direction, Send, Recv)
+	}
+	if in.streams > 128 {
+		return nil, fmt.Errorf("parameter streams: %d exceeds iperf3's limit of 128", in.streams)
+	}
+	return in, nil
+}
+
+// Instance is a configured tcp-stream workload.
+type Instance struct {
+	direction    string
+	streams      int
+	readyTimeout time.Duration
+
+	mu      sync.Mutex
+	version string // the host's iperf3, once looked up
+}
+
+// Metrics implements workload.Instance.
+func (in *Instance) Metrics() []workload.Metric {
+	return []workload.Metric{
+		{Name: MetricGbps, Unit: "Gbit/s", HigherIsBetter: true, Help: "TCP payload throughput as the receiving side counted it (10^9 bits/s)"},
+		{Name: MetricCPUPerGB, Unit: "ms", HigherIsBetter: false, Help: "busy CPU time of the whole machine (/proc/stat, softirq included) over the client's run, per GB (10^9 bytes) received"},
+		{Name: MetricRetransmits, Unit: "segments", HigherIsBetter: false, Help: "TCP segments the sender retransmitted (the server in direction recv)", Diagnostic: true},
+		{Name: MetricClientCPU, Unit: "%", HigherIsBetter: false, Help: "the iperf3 client's own CPU use; near 100% means the single-threaded driver may be the bottleneck", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "the iperf3 server's own CPU use during the transfer (its process or container cgroup)", Diagnostic: true},
+	}
+}
+
+// spec is the iperf3 server. It stays up for retries (no --one-off).
+func (in *Instance) spec() platform.Spec {
+	return platform.Spec{
+		Name:  "iperf3",
+		Ports: []string{"iperf3"},
+		Command: func(l platform.Listen) []string {
+			return []string{"iperf3", "--server", "--bind", l.Host, "--port", strconv.Itoa(l.Port("iperf3"))}
+		},
+	}
+}
+
+// seconds is the iperf3 -t value for a trial length: whole seconds, at least 1.
+func seconds(d time.Duration) int {
+	return max(1, int(math.Round(d.Seconds())))
+}
+
+// clientArgv is the iperf3 client command line for addr.
+func (in *Instance) clientArgv(addr string, secs int) []string {
+	host, port, _ := net.SplitHostPort(addr)
+	argv := []string{"iperf3", "--client", host, "--port", port, "--time", strconv.Itoa(secs),
+		"--parallel", strconv.Itoa(in.streams), "--json"}
+	if in.direction == Recv {
+		argv = append(argv, "--reverse")
+	}
+	return argv
+}
+
+// measurement is one client run with the counters read around it.
+type measurement struct {
+	run       workload.ClientRun
+	cpu       sysinfo.CPUDelta
+	serverCPU time.Duration
+}
+
+// Run implements workload.Instance.
+func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result, error) {
+	var res workload.Result
+	srv, err := t.Platform.Start(ctx, t.Name, in.spec())
+	if err != nil {
+		return res, fmt.Errorf("starting the iperf3 server: %w", err)
+	}
+	defer srv.Stop(context.WithoutCancel(ctx))
+	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
+	res.Where = append(res.Where, srv.Describe())
+	cpuRep, ok := srv.(platform.CPUReporter)
+	if !ok {
+		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
+	}
+
+	secs := seconds(t.Duration)
+	argv := in.clientArgv(srv.Addr("iperf3"), secs)
+	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
+	m, rep, attempts, err := in.drive(ctx, t, argv, cpuRep)
+	if err != nil {
+		return res, err
+	}
+
+	share := m.run.CPUShare()
+	res.Values = map[string]float64{
+		MetricGbps:        rep.BitsPerSecond / 1e9,
+		MetricCPUPerGB:    m.cpu.BusySeconds * 1e3 / (float64(rep.BytesReceived) / 1e9),
+		MetricRetransmits: float64(rep.Retransmits),
+		MetricClientCPU:   share * 100,
+		MetricServerCPU:   m.serverCPU.Seconds() / m.run.Wall.Seconds() * 100,
+	}
+	res.Notes = append(res.Notes, in.versionNote(ctx, rep))
+	if attempts > 1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the server was not ready at first: the client ran %d times, the last one counts", attempts))
+	}
+	if float64(secs) != t.Duration.Seconds() {
+		res.Notes = append(res.Notes, fmt.Sprintf("iperf3 runs whole seconds: trial length %v ran as %d s", t.Duration, secs))
+	}
+	if share > saturated {
+		res.Notes = append(res.Notes, fmt.Sprintf("the iperf3 client used %.0f%% of a CPU (one thread for all streams): the driver may be the bottleneck", share*100))
+	}
+	lo, hi := m.cpu.Spread()
+	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over %v; per-CPU busy %.0f%%..%.0f%%; %.2f GB received in %.2f s",
+		m.cpu.Utilisation*100, m.cpu.Interval.Round(time.Millisecond), lo*100, hi*100, float64(rep.BytesReceived)/1e9, rep.Seconds))
+	return res, nil
+}
+
+// drive runs the client until its test starts, retrying for ReadyTimeout
+// while the server is not listening yet (iperf3's server takes one client at
+// a time, so the client itself is the readiness probe: a bare TCP connect
+// would occupy the server). It returns the counters of the last attempt.
+func (in *Instance) drive(ctx context.Context, t workload.Trial, argv []string, cpuRep platform.CPUReporter) (measurement, Report, int, error) {
+	deadline := time.Now().Add(in.readyTimeout)
+	raw := t.Name + "-iperf3.json"
+	for attempt := 1; ; attempt++ {
+		m, runErr := measure(ctx, t, raw, argv, cpuRep)
+		if ctx.Err() != nil {
+			return m, Report{}, attempt, ctx.Err()
+		}
+		if msg, early := notStarted(m.run.Output); early && time.Now().Before(deadline) {
+			if t.Log != nil {
+				fmt.Fprintf(t.Log, "iperf3 attempt %d did not start (%s); retrying\n", attempt, msg)
+			}
+			select {
+			case <-ctx.Done():
+				return m, Report{}, attempt, ctx.Err()
+			case <-time.After(retryPause):
+			}
+			continue
+		}
+		if runErr != nil {
+			return m, Report{}, attempt, runErr
+		}
+		rep, err := ParseJSON(m.run.Output)
+		if err != nil {
+			if attempt > 1 {
+				err = fmt.Errorf("%w (attempt %d, retried for %v)", err, attempt, in.readyTimeout)
+			}
+			return m, Report{}, attempt, fmt.Errorf("iperf3 output: %w: see %s", err, m.run.RawPath)
+		}
+		return m, rep, attempt, nil
+	}
+}
+
+// measure runs the client once, reading the machine's and the server's CPU
+// counters around it.
+func measure(ctx context.Context, t workload.Trial, raw string, argv []string, cpuRep platform.CPUReporter) (measurement, error) {
+	var m measurement
+	srvBefore, err := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return m, err
+	}
+	before, err := sysinfo.ReadCPU()
+	if err != nil {
+		return m, err
+	}
+	m.run, err = workload.RunClient(ctx, t.Run, t.RawDir, raw, argv)
+	after, cerr := sysinfo.ReadCPU()
+	srvAfter, serr := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return m, err
+	}
+	if cerr != nil {
+		return m, cerr
+	}
+	if serr != nil {
+		return m, serr
+	}
+	m.cpu = before.Delta(after)
+	m.serverCPU = srvAfter - srvBefore
+	return m, nil
+}
+
+// versionNote names the client's iperf3 version (the server runs the same
+// Debian package, natively or from the workload image built to match).
+func (in *Instance) versionNote(ctx context.Context, rep Report) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.version == "" {
+		tool := sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}})
+		v := tool.BinaryVersion
+		if tool.Version != "" {
+			v += " (Debian " + tool.Package + " " + tool.Version + ")"
+		}
+		in.version = v
+	}
+	v := in.version
+	if v == "" {
+		v = rep.Version + " (from its JSON output)"
+	}
+	return "iperf3 --version: " + v
+}
