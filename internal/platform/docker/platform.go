@@ -167,7 +167,11 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		},
 		ExposedPorts: nat.PortSet{},
 	}
+	// docker-init as PID 1 forwards signals: a server that ignores SIGTERM
+	// as PID 1 (sockperf does) would otherwise wait out the stop timeout.
+	useInit := true
 	hc := &container.HostConfig{
+		Init:        &useInit,
 		NetworkMode: network.NetworkBridge,
 		Resources: container.Resources{
 			CpusetCpus: p.opt.CPUSet,
