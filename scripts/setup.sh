@@ -21,6 +21,7 @@ PACKAGES=(
   iproute2 iptables bridge-utils openvswitch-switch
   # what setup itself uses
   ca-certificates curl unzip git make procps util-linux e2fsprogs
+  chromium  # headless browser: the HTML report test renders the report in it
 )
 # Services the packages start on installation: nearnative starts its own
 # instances, so these are stopped and disabled (they would hold ports and

@@ -18,7 +18,10 @@ import (
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/fio"
 	"github.com/nearnative/nearnative/internal/workload/redis"
+	"github.com/nearnative/nearnative/internal/workload/tcprr"
+	"github.com/nearnative/nearnative/internal/workload/tcpstream"
 )
 
 // Exit codes.
@@ -52,7 +55,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{})
 }
 
 type app struct {
@@ -134,6 +137,7 @@ with a 95% confidence interval.`,
 	root.AddCommand(
 		a.versionCmd(), a.doctorCmd(), a.platformsCmd(), a.imageCmd(), a.cleanupCmd(),
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
+		a.reportCmd(), a.compareCmd(), a.exportCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err != nil && isUsageError(err) {

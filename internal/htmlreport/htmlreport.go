@@ -1,0 +1,356 @@
+// Package htmlreport renders stored runs for people and for other tools: a
+// self-contained HTML report with inline SVG charts (Write), a side-by-side
+// comparison of runs (Compare, CompareText) and a one-row-per-trial export
+// (WriteCSV, WriteJSON).
+package htmlreport
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+)
+
+//go:embed templates/*.tmpl
+var templateFS embed.FS
+
+var page = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
+	"num":        num,
+	"ratio":      ratioText,
+	"ci":         ciText,
+	"pct":        func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
+	"time":       timeText,
+	"dur":        func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) },
+	"plus":       func(a, b float64) float64 { return round1(a + b) },
+	"minus":      func(a, b float64) float64 { return round1(a - b) },
+	"plotRight":  func(c Chart) float64 { return round1(c.Left + c.PlotW) },
+	"plotBottom": func(c Chart) float64 { return round1(c.Top + c.PlotH) },
+}).ParseFS(templateFS, "templates/*.tmpl"))
+
+// Input is a stored run and its analysis.
+type Input struct {
+	Run    store.Run
+	Trials []store.Trial
+	// Study is the run's stored spec, parsed; nil when it no longer parses
+	// (the report then has no study settings or platform options).
+	Study  *study.Study
+	Result analysis.Result
+}
+
+// Write writes the HTML report of in: one self-contained page that needs no
+// network access.
+func Write(w io.Writer, in Input) error {
+	var b bytes.Buffer
+	if err := page.Execute(&b, build(in)); err != nil {
+		return fmt.Errorf("rendering HTML report: %w", err)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("writing HTML report: %w", err)
+	}
+	return nil
+}
+
+// view is what the template shows.
+type view struct {
+	Run         store.Run
+	Description string
+	Baseline    string
+	Rounds      int
+	Env         []KV
+	EnvRaw      string // the environment JSON when it does not decode
+	Tools       []KV
+	OtherFacts  []KV
+	Settings    []KV
+	Platforms   []platformRow
+	Workloads   []KV
+	Warnings    []string
+	Noisy       []string // high-CV warnings, listed apart: there can be dozens
+	Sections    []section
+	Trials      []store.Trial
+	Commands    []commandBlock
+}
+
+// KV is one labelled value.
+type KV struct{ Key, Value string }
+
+type platformRow struct {
+	Name, Base, CPUSet, CPUs, Memory string
+}
+
+type section struct {
+	Workload string
+	Metrics  []metricView
+}
+
+type metricView struct {
+	Table      analysis.Table
+	Chart      Chart
+	Diagnostic bool
+}
+
+type commandBlock struct {
+	Workload, Platform string
+	Round              int
+	Where, Commands    []string
+}
+
+func build(in Input) view {
+	v := view{Run: in.Run, Baseline: in.Result.Baseline, Rounds: in.Result.Rounds, Trials: in.Trials}
+	v.Env, v.Tools, v.OtherFacts, v.EnvRaw = envRows(in.Run.Env)
+	if st := in.Study; st != nil {
+		v.Description = st.Description
+		v.Settings = []KV{
+			{"baseline", st.Baseline}, {"counted rounds", strconv.Itoa(st.Rounds)},
+			{"warm-up rounds", strconv.Itoa(st.Warmup)}, {"trial length", st.Trial.String()},
+			{"order", st.Order}, {"seed", strconv.FormatInt(in.Run.Seed, 10)},
+		}
+		if st.UntilCI > 0 {
+			v.Settings = append(v.Settings, KV{"until CI half-width", fmt.Sprintf("%g%% (max %d rounds, %v)", st.UntilCI, st.MaxRounds, st.MaxTime)})
+		}
+		for _, p := range st.Platforms {
+			row := platformRow{Name: p.Name, Base: p.Base, CPUSet: p.Options.CPUSet, Memory: p.Options.Memory}
+			if p.Options.CPUs > 0 {
+				row.CPUs = strconv.FormatFloat(p.Options.CPUs, 'g', -1, 64)
+			}
+			v.Platforms = append(v.Platforms, row)
+		}
+		for _, w := range st.Workloads {
+			v.Workloads = append(v.Workloads, KV{w.Name + " (" + w.Kind + ")", w.Values.Canonical()})
+		}
+	}
+	for _, w := range Warnings(in.Result, in.Trials) {
+		if isNoiseWarning(w) {
+			v.Noisy = append(v.Noisy, w)
+		} else {
+			v.Warnings = append(v.Warnings, w)
+		}
+	}
+	for i, t := range in.Result.Tables {
+		if len(v.Sections) == 0 || v.Sections[len(v.Sections)-1].Workload != t.Workload {
+			v.Sections = append(v.Sections, section{Workload: t.Workload})
+		}
+		s := &v.Sections[len(v.Sections)-1]
+		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline),
+			Diagnostic: IsDiagnosticName(t.Metric)})
+	}
+	v.Commands = commands(in.Trials)
+	return v
+}
+
+// isNoiseWarning tells the analysis's high-CV warnings (stats.CVWarning:
+// "... CV 14.2% > 10%: noisy, ...") from the rest.
+func isNoiseWarning(w string) bool {
+	return strings.Contains(w, ": CV ") && strings.Contains(w, "noisy")
+}
+
+// IsDiagnosticName is the fallback test for a diagnostic metric (one that
+// explains a result rather than being one) when the workload's declaration is
+// not at hand: stored trials do not record it, and the diagnostic metrics of
+// the built-in workloads are CPU shares named *_cpu_pct.
+func IsDiagnosticName(metric string) bool { return strings.HasSuffix(metric, "_cpu_pct") }
+
+// Warnings returns what a reader must know before trusting the numbers: the
+// analysis's warnings (noise, few rounds, failed trials), platforms that were
+// emulated, and trials whose load generator may have been the bottleneck.
+func Warnings(res analysis.Result, trials []store.Trial) []string {
+	out := append([]string{}, res.Warnings...)
+	emulated := map[string]string{}
+	var emulatedOrder []string
+	type wp struct{ w, p string }
+	driver := map[wp][]string{}
+	counted := map[wp]int{}
+	var driverOrder []wp
+	for _, t := range trials {
+		for _, s := range append(append([]string{}, t.Where...), t.Notes...) {
+			if strings.Contains(strings.ToLower(s), "emulated") {
+				if _, ok := emulated[t.Platform]; !ok {
+					emulatedOrder = append(emulatedOrder, t.Platform)
+					emulated[t.Platform] = s
+				}
+			}
+		}
+		if t.Warmup || t.Error != "" {
+			continue
+		}
+		k := wp{t.Workload, t.Platform}
+		counted[k]++
+		for _, n := range t.Notes {
+			if strings.Contains(n, "bottleneck") || strings.Contains(n, "saturated") {
+				if driver[k] == nil {
+					driverOrder = append(driverOrder, k)
+				}
+				driver[k] = append(driver[k], n)
+				break
+			}
+		}
+	}
+	for _, p := range emulatedOrder {
+		out = append(out, fmt.Sprintf("platform %s ran emulated (no hardware virtualization): its results are not comparable with the others (%s)", p, emulated[p]))
+	}
+	for _, k := range driverOrder {
+		out = append(out, fmt.Sprintf("%s on %s: in %d of %d counted trials: %s", k.w, k.p, len(driver[k]), counted[k], driver[k][len(driver[k])-1]))
+	}
+	return out
+}
+
+// commands returns, per workload and platform, the commands and placement of
+// its first counted successful trial (or, failing that, its first trial).
+func commands(trials []store.Trial) []commandBlock {
+	type wp struct{ w, p string }
+	chosen := map[wp]store.Trial{}
+	var order []wp
+	for _, t := range trials {
+		k := wp{t.Workload, t.Platform}
+		prev, seen := chosen[k]
+		if !seen {
+			order = append(order, k)
+		}
+		good := !t.Warmup && t.Error == ""
+		if !seen || (good && (prev.Warmup || prev.Error != "")) {
+			chosen[k] = t
+		}
+	}
+	out := make([]commandBlock, 0, len(order))
+	for _, k := range order {
+		t := chosen[k]
+		out = append(out, commandBlock{Workload: t.Workload, Platform: t.Platform, Round: t.Round, Where: t.Where, Commands: t.Commands})
+	}
+	return out
+}
+
+// envRows turns the stored environment into labelled rows, tool versions and
+// the remaining facts; raw is the JSON itself when it does not decode.
+func envRows(raw json.RawMessage) (rows, tools, other []KV, rawText string) {
+	if len(raw) == 0 {
+		return nil, nil, nil, ""
+	}
+	var e sysinfo.Env
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return nil, nil, nil, string(raw)
+	}
+	add := func(k, v string) {
+		if v != "" {
+			rows = append(rows, KV{k, v})
+		}
+	}
+	add("host", e.Hostname)
+	add("OS", e.OS)
+	add("kernel", e.Kernel)
+	add("architecture", e.Extra["arch"])
+	add("CPU", e.CPUModel)
+	if e.CPUs > 0 {
+		add("CPUs", fmt.Sprintf("%d usable, %d socket(s), %d NUMA node(s), SMT %s", e.CPUs, e.Sockets, e.NUMANodes, orDash(e.Extra["smt_active"])))
+	}
+	if e.MemoryBytes > 0 {
+		add("memory", fmt.Sprintf("%.1f GiB", float64(e.MemoryBytes)/(1<<30)))
+	}
+	add("virtualization", e.Virtualization)
+	for _, k := range sortedKeys(e.Extra) {
+		if strings.Contains(k, "accel") {
+			add("VM acceleration", e.Extra[k])
+		}
+	}
+	if kvm := e.Extra["kvm"]; kvm != "" {
+		add("/dev/kvm present", kvm)
+	}
+	add("cgroups", e.CgroupVersion)
+	add("CPU governor", e.Governor)
+	add("clock source", e.Extra["clocksource"])
+	if len(e.Docker) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(e.Docker) {
+			if e.Docker[k] != "" {
+				parts = append(parts, k+" "+e.Docker[k])
+			}
+		}
+		add("Docker", strings.Join(parts, ", "))
+	}
+	add("workload image", e.Extra["image"])
+	nv := e.NearnativeVersion
+	if e.Commit != "" {
+		nv += " (" + e.Commit + ")"
+	}
+	add("nearnative", nv)
+	for _, t := range e.Tools {
+		v := t.Version
+		if v == "" {
+			v = "not found"
+		}
+		tools = append(tools, KV{t.Name, strings.TrimSpace(v + " " + t.Package)})
+	}
+	shown := map[string]bool{"arch": true, "smt_active": true, "kvm": true, "clocksource": true, "image": true}
+	for _, k := range sortedKeys(e.Extra) {
+		if !shown[k] && !strings.Contains(k, "accel") && e.Extra[k] != "" {
+			other = append(other, KV{k, e.Extra[k]})
+		}
+	}
+	return rows, tools, other, ""
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// num formats a value with about four significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case a >= 1e4:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.3f", v)
+	case a == 0:
+		return "0"
+	default:
+		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4g", v), "0"), ".")
+	}
+}
+
+func ratioText(v float64) string {
+	if !isFinite(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func ciText(c analysis.Cell) string {
+	if c.IsBaseline || !isFinite(c.Ratio.Lo) || !isFinite(c.Ratio.Hi) {
+		return ""
+	}
+	return fmt.Sprintf("[%.3f, %.3f]", c.Ratio.Lo, c.Ratio.Hi)
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}

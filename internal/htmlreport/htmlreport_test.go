@@ -1,0 +1,295 @@
+package htmlreport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/redis"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const fixtureSpec = `name: fixture
+description: "Fixture: native, docker-nat and a CPU-limited native variant"
+baseline: native
+rounds: 5
+warmup: 1
+trial: 2s
+platforms:
+  - native
+  - docker-nat
+  - {name: native-q08, base: native, options: {cpus: 0.8, cpuset: "0", memory: 512m}}
+workloads:
+  - workload: redis
+    name: redis-set
+    params: {op: set}
+`
+
+// Run IDs of the fixtures.
+const (
+	runA runid.ID = "20261121-120000-abcd"
+	runB runid.ID = "20261121-130000-bcde"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// fixtureRun is a stored run: three platforms, a warm-up round and five
+// counted rounds of redis-set, three metrics, one failed trial, a saturated
+// driver note. scale multiplies native's throughput (for comparisons).
+func fixtureRun(id runid.ID, scale float64) (store.Run, []store.Trial) {
+	env, _ := json.Marshal(sysinfo.Env{Hostname: "bench1", Kernel: "6.1.0-27-amd64", OS: "Debian GNU/Linux 12 (bookworm)",
+		CPUModel: "Intel(R) Xeon(R) CPU @ 2.20GHz", CPUs: 2, Sockets: 1, NUMANodes: 1, MemoryBytes: 8 << 30,
+		CgroupVersion: "hybrid", Virtualization: "kvm", Docker: map[string]string{"version": "20.10.24", "api_version": "1.41"},
+		Tools:             []sysinfo.Tool{{Name: "redis", Binary: "/usr/bin/redis-server", Package: "redis-server", Version: "5:7.0.15-1~deb12u1"}},
+		NearnativeVersion: "0.1.0", Commit: "abc1234",
+		Extra: map[string]string{"arch": "x86_64", "kvm": "true", "image": "nearnative/workload:deadbeef", "vm_accel": "tcg"}})
+	run := store.Run{ID: id, Study: "fixture", Spec: []byte(fixtureSpec), Seed: 42,
+		Baseline: "native", Status: store.StatusDone, StopReason: "rounds done", Started: t0, Finished: t0.Add(10 * time.Minute),
+		Env: env, Version: "0.1.0 (abc1234)", Trials: 18}
+	var trials []store.Trial
+	start := t0
+	add := func(round, index int, p string, ops, cpu, client float64, errText string, notes ...string) {
+		tr := store.Trial{RunID: run.ID, Round: round, Index: index, Warmup: round == 0, Workload: "redis-set", Platform: p,
+			Started: start, Duration: 2500 * time.Millisecond, Error: errText, Notes: notes,
+			Commands: []string{"redis-server --bind 127.0.0.1 --port 4" + p[:1] + "01", "redis-benchmark -t set -c 50 -n 100000"},
+			Where:    []string{"redis-server on " + p}}
+		if errText == "" {
+			tr.Metrics = []store.Metric{
+				{Name: "ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: ops},
+				{Name: "cpu_us_per_op", Unit: "us", Value: cpu},
+				{Name: "client_cpu_pct", Unit: "%", Value: client},
+			}
+		}
+		start = start.Add(3 * time.Second)
+		trials = append(trials, tr)
+	}
+	add(0, 0, "native", 40000, 25, 80, "")
+	add(0, 1, "docker-nat", 30000, 30, 80, "")
+	add(0, 2, "native-q08", 30000, 26, 80, "")
+	orders := [][]string{{"docker-nat", "native", "native-q08"}, {"native", "native-q08", "docker-nat"},
+		{"native-q08", "docker-nat", "native"}, {"native", "docker-nat", "native-q08"}, {"docker-nat", "native-q08", "native"}}
+	base := []float64{50000, 52000, 51000, 49500, 50500}
+	for r, order := range orders {
+		for i, p := range order {
+			b := base[r]
+			switch p {
+			case "native":
+				add(r+1, i, p, b*scale, 20+float64(r)*0.1, 70, "")
+			case "docker-nat":
+				add(r+1, i, p, b*0.8, 25+float64(r)*0.2, 95, "", "redis-benchmark used 95% of its 1 thread(s): the driver may be the bottleneck (raise threads)")
+			case "native-q08":
+				if r == 2 {
+					add(r+1, i, p, 0, 0, 0, "redis-benchmark: connection refused (raw output in trial dir)")
+					continue
+				}
+				add(r+1, i, p, b*(0.95+0.03*float64(r%2)), 21, 72, "")
+			}
+		}
+	}
+	return run, trials
+}
+
+func parseFixtureStudy(t *testing.T) *study.Study {
+	t.Helper()
+	st, err := study.Parse([]byte(fixtureSpec), "fixture.yaml", workload.NewRegistry(redis.Workload{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func fixtureInput(t *testing.T) Input {
+	t.Helper()
+	run, trials := fixtureRun(runA, 1)
+	st := parseFixtureStudy(t)
+	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: st.PlatformNames(),
+		Stats: stats.Options{Seed: uint64(run.Seed), Resamples: 2000}})
+	return Input{Run: run, Trials: trials, Study: st, Result: res}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/htmlreport -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file (run with -update if the change is intended)\n--- got\n%s", name, got)
+	}
+}
+
+func TestHTMLGolden(t *testing.T) {
+	in := fixtureInput(t)
+	var b bytes.Buffer
+	if err := Write(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.html", b.Bytes())
+	html := b.String()
+	for _, want := range []string{
+		"Intel(R) Xeon(R) CPU @ 2.20GHz", "6.1.0-27-amd64", "api_version 1.41", "nearnative/workload:deadbeef",
+		"5:7.0.15-1~deb12u1", "VM acceleration", "512m", "lower is better", "the driver may be the bottleneck",
+		"redis-benchmark -t set -c 50 -n 100000", "connection refused", `class="ref"`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"<script", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(html, `xmlns="http://www.w3.org/2000/svg"`, ""), banned) {
+			t.Errorf("HTML contains %q: it must be self-contained", banned)
+		}
+	}
+	cells := 0
+	for _, tab := range in.Result.Tables {
+		cells += len(tab.Cells)
+	}
+	if got := strings.Count(html, `<rect class="bar `); got != cells {
+		t.Errorf("%d bars, want %d (one per platform and metric)", got, cells)
+	}
+	if got := strings.Count(html, "<svg "); got != len(in.Result.Tables) {
+		t.Errorf("%d charts, want %d", got, len(in.Result.Tables))
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name   string
+		trials []store.Trial
+		want   []string
+	}{
+		{"none", []store.Trial{{Workload: "w", Platform: "native", Round: 1}}, nil},
+		{"emulated", []store.Trial{{Workload: "w", Platform: "vm", Round: 1, Where: []string{"QEMU guest (TCG, emulated, not comparable)"}}},
+			[]string{"platform vm ran emulated"}},
+		{"saturated driver, counted only", []store.Trial{
+			{Workload: "w", Platform: "p", Round: 0, Warmup: true, Notes: []string{"server saturated"}},
+			{Workload: "w", Platform: "p", Round: 1, Notes: []string{"server saturated"}},
+			{Workload: "w", Platform: "p", Round: 2}},
+			[]string{"w on p: in 1 of 2 counted trials: server saturated"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Warnings(analysis.Result{}, tc.trials)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %d warning(s)", got, len(tc.want))
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("warning %q lacks %q", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func compareFixture(t *testing.T, scale float64) Comparison {
+	t.Helper()
+	a, trialsA := fixtureRun(runA, 1)
+	b, trialsB := fixtureRun(runB, scale)
+	b.Started = t0.Add(time.Hour)
+	c, err := Compare([]RunData{{a, trialsA}, {b, trialsB}}, CompareOptions{Stats: stats.Options{Seed: 1, Resamples: 2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCompareGolden(t *testing.T) {
+	c := compareFixture(t, 0.88)
+	var b bytes.Buffer
+	if err := CompareText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "compare.txt", b.Bytes())
+}
+
+func TestCompareSlower(t *testing.T) {
+	tests := []struct {
+		name  string
+		scale float64 // run B's native throughput relative to run A's
+		pct   float64
+		want  []string // substrings of the listed regressions, in order
+	}{
+		{"12% slower, 5% allowed", 0.88, 5, []string{"redis-set ops_per_sec on native", "redis-set cpu_us_per_op"}},
+		{"12% slower, 15% allowed", 0.88, 15, nil},
+		{"same", 1, 0, nil},
+		{"faster", 1.2, 0, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := compareFixture(t, tc.scale).Slower(tc.pct)
+			if tc.want == nil && len(got) > 0 {
+				t.Fatalf("got %q, want none", got)
+			}
+			if len(tc.want) > 0 && (len(got) == 0 || !strings.Contains(got[0], tc.want[0])) {
+				t.Fatalf("got %q, want first %q", got, tc.want[0])
+			}
+			for _, g := range got {
+				if strings.Contains(g, "client_cpu_pct") {
+					t.Errorf("diagnostic metric listed: %q", g)
+				}
+			}
+		})
+	}
+}
+
+func TestCompareNothingInCommon(t *testing.T) {
+	a, trialsA := fixtureRun(runA, 1)
+	b := a
+	b.ID = runB
+	trialsB := []store.Trial{{RunID: runB, Round: 1, Workload: "other", Platform: "native",
+		Metrics: []store.Metric{{Name: "ops_per_sec", Value: 1}}}}
+	_, err := Compare([]RunData{{a, trialsA}, {b, trialsB}}, CompareOptions{})
+	if !errors.Is(err, ErrNothingInCommon) {
+		t.Fatalf("err = %v, want ErrNothingInCommon", err)
+	}
+}
+
+func TestExportGolden(t *testing.T) {
+	run, trials := fixtureRun(runA, 1)
+	in := ExportInput{Run: run, Trials: trials, Study: parseFixtureStudy(t)}
+	var c, j bytes.Buffer
+	if err := WriteCSV(&c, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&j, in); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "export.csv", c.Bytes())
+	golden(t, "export.json", j.Bytes())
+	var rows []map[string]any
+	if err := json.Unmarshal(j.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(trials) {
+		t.Fatalf("%d JSON rows, want %d", len(rows), len(trials))
+	}
+	if lines := strings.Count(c.String(), "\n"); lines != len(trials)+1 {
+		t.Errorf("%d CSV lines, want %d", lines, len(trials)+1)
+	}
+	for _, k := range append(append([]string{}, fixedColumns...), "ops_per_sec", "cpu_us_per_op", "client_cpu_pct") {
+		if _, ok := rows[0][k]; !ok {
+			t.Errorf("JSON row lacks %q", k)
+		}
+	}
+}
