@@ -19,7 +19,9 @@ import (
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/internal/workload/fio"
+	"github.com/nearnative/nearnative/internal/workload/linpack"
 	"github.com/nearnative/nearnative/internal/workload/redis"
+	"github.com/nearnative/nearnative/internal/workload/stream"
 	"github.com/nearnative/nearnative/internal/workload/tcprr"
 	"github.com/nearnative/nearnative/internal/workload/tcpstream"
 )
@@ -55,7 +57,8 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{},
+		linpack.Workload{}, stream.Workload{})
 }
 
 type app struct {

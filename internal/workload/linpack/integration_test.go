@@ -1,0 +1,185 @@
+package linpack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/cleanup"
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// testLog sends progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// currentImage connects to Docker and returns the current workload image
+// (as `nearnative run` picks it), or skips when either is missing.
+func currentImage(t *testing.T) (*docker.Engine, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng, err := docker.Connect(ctx)
+	if err != nil {
+		t.Skipf("no Docker engine: %v", err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	cfg, err := image.DefaultConfig()
+	if err != nil {
+		t.Skipf("workload image config: %v", err)
+	}
+	ref, present, err := image.Current(ctx, eng.API(), cfg)
+	if err != nil || !present {
+		t.Skipf("workload image %s not present (run `nearnative image build`): %v", ref, err)
+	}
+	return eng, ref
+}
+
+// checkClean fails when the run left temp dirs or processes behind. MPI
+// ranks notice that mpirun is gone within a moment, so it waits a little.
+func checkClean(t *testing.T, root string, run runid.ID) {
+	t.Helper()
+	if left, err := state.TempDirs(run); err != nil || len(left) > 0 {
+		t.Errorf("temp dirs left by run %s: %v %v", run, left, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runs, err := cleanup.Processes{Dir: state.Dir{Root: root}}.Runs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(runs, run) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes of run %s still running", run)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// quick returns an instance with the quick defaults and n.
+func quick(t *testing.T, n string) workload.Instance {
+	t.Helper()
+	v, err := workload.Resolve(Workload{}.Params(), map[string]string{"n": n}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Workload{}.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs hpcc natively and in Docker; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
+	nat, err := native.New(platform.Native, env, state.Dir{Root: root}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	platforms := map[string]func(t *testing.T) platform.Platform{
+		platform.Native: func(*testing.T) platform.Platform { return nat },
+		platform.DockerHost: func(t *testing.T) platform.Platform {
+			eng, ref := currentImage(t)
+			denv := env
+			denv.Image = ref
+			p, err := docker.New(platform.DockerHost, platform.DockerHost, denv, eng, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if removed, err := eng.RemoveRun(context.Background(), run); err != nil || len(removed) > 0 {
+					t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
+				}
+			})
+			return p
+		},
+	}
+	for _, name := range []string{platform.Native, platform.DockerHost} {
+		t.Run(name, func(t *testing.T) {
+			p := platforms[name](t)
+			in := quick(t, "1000")
+			raw := filepath.Join(root, "raw")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			start := time.Now()
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: name, Platform: p, Duration: time.Second, RawDir: raw, Log: testLog{t}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %v in %v", name, res.Values, time.Since(start).Round(time.Millisecond))
+			t.Logf("where %q", res.Where)
+			t.Logf("commands %q", res.Commands)
+			t.Logf("notes %q", res.Notes)
+			if g := res.Values[MetricGFLOPS]; !(g >= 0.01 && g <= 10000) {
+				t.Errorf("gflops = %v, not plausible", g)
+			}
+			if r, ok := res.Values[MetricResidual]; !ok || !(r >= 0 && r < 16) {
+				t.Errorf("residual = %v (reported %v)", r, ok)
+			}
+			if len(res.Where) != 1 || res.Where[0] == "" {
+				t.Errorf("Where = %q", res.Where)
+			}
+			notes := strings.Join(res.Notes, "\n")
+			for _, w := range []string{"hpcc 1.5.0", "Open MPI", "HPL N=1000 (given)"} {
+				if !strings.Contains(notes, w) {
+					t.Errorf("notes lack %q", w)
+				}
+			}
+			if len(res.Commands) != 2 || !strings.Contains(res.Commands[1], "mpirun --allow-run-as-root") {
+				t.Errorf("Commands = %q", res.Commands)
+			}
+			if _, err := os.Stat(filepath.Join(raw, name+"-hpcc.txt")); err != nil {
+				t.Errorf("raw output not saved: %v", err)
+			}
+			checkClean(t, root, run)
+		})
+	}
+}
+
+func TestIntegrationCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs hpcc natively; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	nat, err := native.New(platform.Native, platform.Env{Run: run, LogDir: root}, state.Dir{Root: root}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nat.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = quick(t, "8000").Run(ctx, workload.Trial{Run: run, Name: "cancel", Platform: nat, RawDir: root})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("cancelled trial took %v", d)
+	}
+	checkClean(t, root, run)
+}
