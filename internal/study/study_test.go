@@ -62,6 +62,8 @@ var redisDefaults = workload.Values{
 }
 
 func TestBuiltinsParse(t *testing.T) {
+	// Only the studies of the fake registry's workloads are loaded here;
+	// internal/cli tests every built-in against the real registry.
 	reg := testRegistry()
 	infos, err := Builtins()
 	if err != nil {
@@ -69,10 +71,13 @@ func TestBuiltinsParse(t *testing.T) {
 	}
 	var names []string
 	for _, info := range infos {
-		names = append(names, info.Name)
 		if info.Description == "" {
 			t.Errorf("%s: no description", info.Name)
 		}
+		if info.Name != "aa" && info.Name != "cost" && info.Name != "redis" {
+			continue
+		}
+		names = append(names, info.Name)
 		s, err := Load(info.Name, reg)
 		if err != nil {
 			t.Errorf("Load(%s): %v", info.Name, err)
@@ -237,7 +242,7 @@ func TestParseBase(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	builtins := "native, docker-nat, docker-proxy, docker-bridge, docker-host"
+	builtins := strings.Join(platform.BuiltinNames(), ", ")
 	tests := []struct {
 		name string
 		src  func(t *testing.T) string
@@ -252,7 +257,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown workload key", func(t *testing.T) string { return edit(t, "    name: redis-set", "    label: redis-set") },
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
-			`t.yaml:25: unknown key "maxtime" in quick (known: rounds, warmup, trial, max_rounds, max_time)`},
+			`t.yaml:25: unknown key "maxtime" in quick (known: rounds, warmup, trial, max_rounds, max_time, workloads)`},
 		{"duplicate key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nrounds: 6\ntrial") },
 			`t.yaml:6: duplicate key "rounds" in study (first at line 4)`},
 		{"rounds not an integer", func(t *testing.T) string { return edit(t, "rounds: 5", "rounds: five") },
@@ -297,8 +302,8 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:14: platforms[1]: want a platform name or {name, base, options}, got a list`},
 		{"unknown platform", func(t *testing.T) string { return edit(t, "  - docker-nat\n", "  - docker-foo\n") },
 			`t.yaml:14: platforms[1]: unknown platform "docker-foo" (built-in: ` + builtins + `)`},
-		{"unknown base", func(t *testing.T) string { return edit(t, "base: native,", "base: vm,") },
-			`t.yaml:15: platforms[2].base: unknown platform "vm" (built-in: ` + builtins + `)`},
+		{"unknown base", func(t *testing.T) string { return edit(t, "base: native,", "base: vmware,") },
+			`t.yaml:15: platforms[2].base: unknown platform "vmware" (built-in: ` + builtins + `)`},
 		{"variant without base", func(t *testing.T) string { return edit(t, "base: native, ", "") },
 			`t.yaml:15: platforms[2]: base is required (built-in: ` + builtins + `)`},
 		{"variant named as a built-in", func(t *testing.T) string { return edit(t, "name: native-q08", "name: docker-host") },
@@ -453,7 +458,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	_, err = Load("nope", reg)
-	if want := "no built-in study or file named nope (built-in: aa, cost, redis)"; err == nil || err.Error() != want {
+	if want := "no built-in study or file named nope (built-in: aa, cost, "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Load(nope) = %v, want %s", err, want)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -528,7 +533,7 @@ func TestApply(t *testing.T) {
 		{name: "platforms drops the baseline", study: "redis", o: Overrides{Platforms: []string{"docker-host"}},
 			err: "--platforms: the baseline native must be among the platforms (given: docker-host)"},
 		{name: "platforms unknown", study: "aa", o: Overrides{Platforms: []string{"native", "native-c"}},
-			err: `--platforms: unknown platform "native-c" (in the study: native, native-b; built-in: native, docker-nat, docker-proxy, docker-bridge, docker-host)`},
+			err: `--platforms: unknown platform "native-c" (in the study: native, native-b; built-in: ` + strings.Join(platform.BuiltinNames(), ", ") + `)`},
 		{name: "platforms twice", study: "aa", o: Overrides{Platforms: []string{"native", "native"}},
 			err: `--platforms: "native" is listed twice`},
 		{name: "rounds below 2", study: "aa", o: Overrides{Rounds: 1},
