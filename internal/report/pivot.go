@@ -48,7 +48,7 @@ func Pivot(w io.Writer, res analysis.Result) error {
 		if !dir[m] {
 			d = "lower is better"
 		}
-		fmt.Fprintf(w, "\n%s (%s, %s)\n", m, units[m], d)
+		fmt.Fprintf(w, "\n%s (%s)\n", m, unitDir(units[m], d))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		width := len("platform")
 		emulated := map[string]bool{}

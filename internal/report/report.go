@@ -38,7 +38,7 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 		if !t.HigherIsBetter {
 			dir = "lower is better"
 		}
-		fmt.Fprintf(w, "\n%s  %s (%s, %s)\n", t.Workload, t.Metric, t.Unit, dir)
+		fmt.Fprintf(w, "\n%s  %s (%s)\n", t.Workload, t.Metric, unitDir(t.Unit, dir))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		width := len("platform")
 		emulated := false
@@ -76,6 +76,14 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 		}
 	}
 	return nil
+}
+
+// unitDir is "unit, direction", or the direction alone for a unitless metric.
+func unitDir(unit, dir string) string {
+	if unit == "" {
+		return dir
+	}
+	return unit + ", " + dir
 }
 
 func ratio(v float64) string {
