@@ -4,7 +4,8 @@
 //   - BenchmarkAA runs the A/A study (native against an identical native-b)
 //     for many rounds and cuts the counted rounds into independent blocks of
 //     BlockRounds, each analysed as its own study: the share of blocks whose
-//     verdict is "~" should be at least 95%.
+//     verdict is "~" should be at least 95%. NEARNATIVE_BENCH_AA_BLOCKS (20)
+//     sets the number of blocks, NEARNATIVE_BENCH_TRIAL (2s) the trial.
 //   - BenchmarkInjectedCost runs the cost study (the server limited to 0.8
 //     CPU) with --until-ci and checks that the ratio is significant and its
 //     interval contains the expected effect min(1, 0.8/u), u being the
@@ -30,8 +31,10 @@ import (
 	"github.com/nearnative/nearnative/internal/store"
 )
 
-// BlockRounds is the size of one A/A "study" cut from the long run.
-const BlockRounds = 5
+// BlockRounds is the size of one A/A "study" cut from the long run: the
+// built-in aa study's own number of counted rounds (8), unless
+// NEARNATIVE_BENCH_AA_BLOCK_ROUNDS says otherwise.
+var BlockRounds = envInt("NEARNATIVE_BENCH_AA_BLOCK_ROUNDS", 8)
 
 var bin string
 
