@@ -145,6 +145,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
 			}
 			sweepers = append(sweepers, cleanup.Cgroups{}, cleanup.TempDirs{})
+			sweepers = append(sweepers, cleanup.NetworkSweepers()...)
 			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
 			for _, r := range rep.Removed {
 				fmt.Fprintln(a.stdout, "removed "+r)

@@ -27,6 +27,16 @@ const (
 	DockerHost   = "docker-host"
 )
 
+// Inter-container networking techniques (the icc study): each is a platform
+// kind whose servers and jobs run in containers joined by that technique.
+const (
+	DockerNetwork = "docker-network"
+	Veth          = "veth"
+	OVS           = "ovs"
+	Routed        = "routed"
+	Macvlan       = "macvlan"
+)
+
 // Listen tells a workload where its server must listen on a platform.
 type Listen struct {
 	// Host is the address the server binds (127.0.0.1 natively and on the
@@ -258,6 +268,11 @@ func Builtin() []Info {
 		{DockerProxy, "container on the default bridge, port published on 127.0.0.1; client through the userland docker-proxy"},
 		{DockerBridge, "container on the default bridge; client connects to the container's bridge address (veth, no NAT)"},
 		{DockerHost, "container on the host network; client via 127.0.0.1"},
+		{DockerNetwork, "container on a user-defined Docker bridge network made for the run; clients in containers reach it by name (embedded DNS)"},
+		{Veth, "container with --network none joined by a veth pair to a Linux bridge made for the run (the pipework way)"},
+		{OVS, "container with --network none joined by a veth pair to an Open vSwitch bridge made for the run (userspace datapath when the kernel has no openvswitch module)"},
+		{Routed, "container with --network none and a routable /32 address; the host routes between veth pairs (proxy ARP, iptables FORWARD rules)"},
+		{Macvlan, "container with --network none and a macvlan (bridge mode) on a parent link made for the run, never the uplink"},
 	}
 }
 

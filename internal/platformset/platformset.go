@@ -12,6 +12,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platform/netns"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -105,12 +106,22 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 	switch sp.Base {
 	case platform.Native:
 		return native.New(sp.Name, env, dir, sp.Options)
-	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost:
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork:
 		eng, err := engine.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return docker.New(sp.Base, sp.Name, env, eng, sp.Options)
+	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
+		eng, err := engine.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p, err := netns.New(sp.Base, sp.Name, env, eng, sp.Options)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	return nil, fmt.Errorf("unknown platform kind %q (known: %s)", sp.Base, strings.Join(platform.BuiltinNames(), ", "))
 }

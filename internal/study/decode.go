@@ -19,7 +19,7 @@ var (
 	platformKeys = []string{"name", "base", "options"}
 	optionKeys   = []string{"cpus", "cpuset", "memory"}
 	workloadKeys = []string{"workload", "name", "params"}
-	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time"}
+	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads"}
 )
 
 // decoder turns a study file's YAML nodes into a Study, rejecting unknown
@@ -252,6 +252,17 @@ func (d *decoder) quick(s *Study, k, v *yaml.Node) error {
 			s.Quick.MaxRounds, err = d.integer(where, k, v)
 		case "max_time":
 			s.Quick.MaxTime, err = d.duration(where, k, v)
+		case "workloads":
+			var items []*yaml.Node
+			if items, err = d.list(where, k, v); err == nil {
+				for _, it := range items {
+					var name string
+					if name, err = d.str(where, k, it); err != nil {
+						break
+					}
+					s.Quick.Workloads = append(s.Quick.Workloads, name)
+				}
+			}
 		}
 		return err
 	})

@@ -23,7 +23,7 @@
 //	  - workload: redis
 //	    name: redis-set
 //	    params: {op: set, clients: 1000}
-//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m}
+//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m, workloads: [redis-set]}
 //
 // Reading is done in two steps, k6 style: decoding turns the YAML into a Study
 // and rejects what only the file can get wrong (unknown keys, wrong types);
@@ -110,6 +110,9 @@ type Quick struct {
 	Trial     time.Duration
 	MaxRounds int
 	MaxTime   time.Duration
+	// Workloads, when set, names the workloads --quick keeps (in study
+	// order); a study with many workload points runs a few of them.
+	Workloads []string
 }
 
 // Study is a study's settings: what to run, where, and how often.

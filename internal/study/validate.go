@@ -125,6 +125,15 @@ func (v *validator) quick() {
 	if q.MaxTime < 0 {
 		v.add(v.at("quick.max_time", "quick"), "quick.max_time: %s is not positive", formatDuration(q.MaxTime))
 	}
+	for _, name := range q.Workloads {
+		found := false
+		for _, w := range v.s.Workloads {
+			found = found || w.Name == name
+		}
+		if !found {
+			v.add(v.at("quick.workloads", "quick"), "quick.workloads: %q is not among the workloads", name)
+		}
+	}
 }
 
 func (v *validator) platforms() {
@@ -389,6 +398,19 @@ func (s *Study) applyQuick() {
 	}
 	if q.MaxTime > 0 {
 		s.MaxTime = q.MaxTime
+	}
+	if len(q.Workloads) > 0 {
+		keep := map[string]bool{}
+		for _, name := range q.Workloads {
+			keep[name] = true
+		}
+		var ws []Workload
+		for _, w := range s.Workloads {
+			if keep[w.Name] {
+				ws = append(ws, w)
+			}
+		}
+		s.Workloads = ws
 	}
 }
 

@@ -124,6 +124,13 @@ func quickNode(q Quick) *yaml.Node {
 	if q.MaxTime != 0 {
 		n.Content = append(n.Content, plain("max_time"), plain(formatDuration(q.MaxTime)))
 	}
+	if len(q.Workloads) > 0 {
+		l := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, w := range q.Workloads {
+			l.Content = append(l.Content, str(w))
+		}
+		n.Content = append(n.Content, plain("workloads"), l)
+	}
 	return n
 }
 

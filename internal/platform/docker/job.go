@@ -29,6 +29,9 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 	if len(res.Command) == 0 {
 		return res, fmt.Errorf("%s: job %s: empty command", p.name, spec.Name)
 	}
+	if err := p.ensureNetwork(ctx); err != nil {
+		return res, err
+	}
 	cfg, hc := p.containerConfig(trial, spec, pl, res.Command)
 	name := ContainerName(p.env.Run, trial, spec.Name)
 	cli := p.eng.cli

@@ -50,18 +50,20 @@ type dockerPlatform struct {
 
 	mu     sync.Mutex
 	bridge string // name of the default bridge's interface, once known
+
+	net userNetwork // the run's own network, for kind DockerNetwork
 }
 
 // New returns the Docker platform of the given kind (platform.DockerNAT,
-// DockerProxy, DockerBridge or DockerHost) named name in the study, running
+// DockerProxy, DockerBridge, DockerHost or DockerNetwork) named name in the study, running
 // env.Image on engine eng with the resource options opt. The engine stays the
 // caller's to close.
 func New(kind string, name string, env platform.Env, eng *Engine, opt platform.Options) (platform.Platform, error) {
 	switch kind {
-	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost:
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork:
 	default:
-		return nil, fmt.Errorf("docker platform %q: unknown kind %q (want %s, %s, %s or %s)",
-			name, kind, platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost)
+		return nil, fmt.Errorf("docker platform %q: unknown kind %q (want %s, %s, %s, %s or %s)",
+			name, kind, platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork)
 	}
 	if name == "" {
 		name = kind
@@ -137,7 +139,7 @@ func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
 		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", ip.String(), ip.String(), ip.String()
 	case platform.DockerProxy:
 		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", "127.0.0.1", "127.0.0.1", "127.0.0.1"
-	case platform.DockerBridge:
+	case platform.DockerBridge, platform.DockerNetwork:
 		// The container has its own network namespace, so any number is
 		// free there; taking one free on the host keeps numbers distinct.
 		pl.listen.Host, pickOn = "0.0.0.0", "127.0.0.1"
@@ -184,6 +186,9 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 	if p.kind == platform.DockerHost {
 		hc.NetworkMode = network.NetworkHost
 	}
+	if p.kind == platform.DockerNetwork {
+		hc.NetworkMode = container.NetworkMode(p.net.name)
+	}
 	for _, name := range spec.Ports {
 		port := nat.Port(strconv.Itoa(pl.listen.Ports[name]) + "/tcp")
 		if p.kind != platform.DockerHost {
@@ -225,6 +230,9 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	argv := spec.Command(pl.listen)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
+	}
+	if err := p.ensureNetwork(ctx); err != nil {
+		return nil, err
 	}
 	cfg, hc := p.containerConfig(trial, spec, pl, argv)
 	name := ContainerName(p.env.Run, trial, spec.Name)
@@ -295,6 +303,12 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 		return nil, p.exitError(ctx, s, spec, pl, insp.State.ExitCode)
 	}
 	s.bridgeIP = bridgeIP(insp)
+	if p.kind == platform.DockerNetwork {
+		if s.bridgeIP = p.networkIP(insp); s.bridgeIP == "" {
+			return nil, fmt.Errorf("%s: container %s has no address on network %s", p.name, name, p.net.name)
+		}
+		pl.clientHost = name // resolved by the network's embedded DNS
+	}
 	if p.kind == platform.DockerBridge {
 		if s.bridgeIP == "" {
 			return nil, fmt.Errorf("%s: container %s has no address on the default bridge", p.name, name)
@@ -398,6 +412,8 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 	fmt.Fprintf(&b, "container %s %s ", shortID(s.id), s.name)
 	if p.kind == platform.DockerHost {
 		b.WriteString("on the host network")
+	} else if p.kind == platform.DockerNetwork {
+		fmt.Fprintf(&b, "on network %s %s", p.net.name, s.bridgeIP)
 	} else {
 		fmt.Fprintf(&b, "on %s %s", p.bridgeName(ctx), s.bridgeIP)
 	}
@@ -411,6 +427,8 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
 		case platform.DockerBridge:
 			parts = append(parts, fmt.Sprintf("client to %s:%d (veth, no NAT)", s.bridgeIP, n))
+		case platform.DockerNetwork:
+			parts = append(parts, fmt.Sprintf("clients on the network to %s:%d (by name)", s.name, n))
 		case platform.DockerHost:
 			parts = append(parts, fmt.Sprintf("listening %s:%d", pl.listen.Host, n))
 		}
