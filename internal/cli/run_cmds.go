@@ -31,6 +31,7 @@ type runFlags struct {
 	rounds          int
 	quick           bool
 	untilCI         float64
+	ciMetrics       string
 	trial           time.Duration
 	seed            int64
 	jsonOut         string
@@ -63,6 +64,7 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.IntVar(&f.rounds, "rounds", 0, "counted rounds (overrides the study)")
 	fl.BoolVar(&f.quick, "quick", false, "the study's quick settings: fewer, shorter rounds")
 	fl.Float64Var(&f.untilCI, "until-ci", 0, "add rounds until every ratio's 95% CI half-width is at most this many percent (capped by the study's max_rounds and max_time)")
+	fl.StringVar(&f.ciMetrics, "ci-metrics", "", "comma-separated metrics --until-ci applies to (default: every non-diagnostic metric)")
 	fl.DurationVar(&f.trial, "trial", 0, "trial length (overrides the study)")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random trial order (default: chosen and recorded)")
 	fl.StringVar(&f.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -83,6 +85,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed}
 		if f.platforms != "" {
 			o.Platforms = strings.Split(f.platforms, ",")
+		}
+		if f.ciMetrics != "" {
+			o.CIMetrics = strings.Split(f.ciMetrics, ",")
 		}
 		if err := st.Apply(o, a.reg); err != nil {
 			return withCode(ExitBadInput, err)
@@ -166,7 +171,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 }
 
 func (a *app) checkResumeFlags(f runFlags) (bool, error) {
-	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 {
+	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" {
 		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --trial and --seed"))
 	}
 	if _, err := runid.Parse(f.resume); err != nil && f.resume != "last" {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
@@ -120,6 +122,9 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			return out, fmt.Errorf("workload %s: %w", w.Name, err)
 		}
 		instances[w.Name] = in
+	}
+	if err := checkCIMetrics(st, instances); err != nil {
+		return out, err
 	}
 	plats, closePlats, err := cfg.Platforms(ctx, env, st.Platforms)
 	if err != nil {
@@ -343,8 +348,39 @@ func (e *runner) precision(ctx context.Context) (float64, bool, error) {
 			diagnostic[[2]string{name, m.Name}] = m.Diagnostic
 		}
 	}
-	hw, ok := res.MaxHalfWidth(func(t analysis.Table) bool { return !diagnostic[[2]string{t.Workload, t.Metric}] })
+	named := map[string]bool{}
+	for _, m := range e.st.UntilCIMetrics {
+		named[m] = true
+	}
+	hw, ok := res.MaxHalfWidth(func(t analysis.Table) bool {
+		if len(named) > 0 {
+			return named[t.Metric]
+		}
+		return !diagnostic[[2]string{t.Workload, t.Metric}]
+	})
 	return hw, ok, nil
+}
+
+// checkCIMetrics rejects until_ci_metrics that no workload of the study
+// reports, before anything starts.
+func checkCIMetrics(st *study.Study, instances map[string]workload.Instance) error {
+	known := map[string]bool{}
+	var names []string
+	for _, in := range instances {
+		for _, m := range in.Metrics() {
+			if !known[m.Name] {
+				known[m.Name] = true
+				names = append(names, m.Name)
+			}
+		}
+	}
+	for _, m := range st.UntilCIMetrics {
+		if !known[m] {
+			sort.Strings(names)
+			return fmt.Errorf("until_ci_metrics: no workload of study %s reports %q (metrics: %s)", st.Name, m, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 type progressWriter struct{ p Progress }

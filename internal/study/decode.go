@@ -15,7 +15,7 @@ import (
 
 // Keys accepted in each part of a study file, in documentation order.
 var (
-	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "until_ci", "max_rounds", "max_time", "platforms", "workloads", "quick"}
+	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
 	platformKeys = []string{"name", "base", "options"}
 	optionKeys   = []string{"cpus", "cpuset", "memory"}
 	workloadKeys = []string{"workload", "name", "params"}
@@ -93,6 +93,17 @@ func (d *decoder) studyField(s *Study, key string, k, v *yaml.Node) error {
 		s.Seed, err = d.int64(key, k, v)
 	case "until_ci":
 		s.UntilCI, err = d.number(key, k, v)
+	case "until_ci_metrics":
+		var items []*yaml.Node
+		if items, err = d.list(key, k, v); err == nil {
+			for i, item := range items {
+				var name string
+				if name, err = d.str(fmt.Sprintf("%s[%d]", key, i), item, item); err != nil {
+					break
+				}
+				s.UntilCIMetrics = append(s.UntilCIMetrics, name)
+			}
+		}
 	case "max_rounds":
 		s.MaxRounds, err = d.integer(key, k, v)
 	case "max_time":

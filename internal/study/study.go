@@ -134,12 +134,16 @@ type Study struct {
 	// UntilCI, when > 0, asks for rounds to be added until every ratio's 95%
 	// confidence-interval half-width is at most this many percent, capped by
 	// MaxRounds and MaxTime.
-	UntilCI   float64
-	MaxRounds int
-	MaxTime   time.Duration
-	Platforms []Platform
-	Workloads []Workload
-	Quick     Quick
+	UntilCI float64
+	// UntilCIMetrics, when set, names the metrics whose ratios must reach
+	// UntilCI; by default every non-diagnostic metric must (tail latencies
+	// may then take many rounds).
+	UntilCIMetrics []string
+	MaxRounds      int
+	MaxTime        time.Duration
+	Platforms      []Platform
+	Workloads      []Workload
+	Quick          Quick
 	// Source names where the study came from ("studies/redis.yaml" for a
 	// built-in, else the path given); errors start with it.
 	Source string

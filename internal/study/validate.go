@@ -297,6 +297,8 @@ type Overrides struct {
 	Trial time.Duration
 	// UntilCI, when > 0, replaces the precision target (percent).
 	UntilCI float64
+	// CIMetrics, when set, replaces the metrics the target applies to.
+	CIMetrics []string
 	// Quick applies the study's quick block and the workloads' quick
 	// parameter defaults. Rounds, Trial and UntilCI win over it.
 	Quick bool
@@ -347,6 +349,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	}
 	if o.Trial > 0 {
 		c.Trial = o.Trial
+	}
+	if len(o.CIMetrics) > 0 {
+		c.UntilCIMetrics = o.CIMetrics
 	}
 	if o.UntilCI > 0 {
 		c.UntilCI = o.UntilCI

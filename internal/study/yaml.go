@@ -29,6 +29,13 @@ func (s *Study) YAML() ([]byte, error) {
 	add("order", str(s.Order))
 	add("seed", plain(strconv.FormatInt(s.Seed, 10)))
 	add("until_ci", plain(formatFloat(s.UntilCI)))
+	if len(s.UntilCIMetrics) > 0 {
+		ms := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, m := range s.UntilCIMetrics {
+			ms.Content = append(ms.Content, str(m))
+		}
+		add("until_ci_metrics", ms)
+	}
 	add("max_rounds", plain(strconv.Itoa(s.MaxRounds)))
 	add("max_time", plain(formatDuration(s.MaxTime)))
 
