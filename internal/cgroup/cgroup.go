@@ -116,11 +116,15 @@ func (g *Group) newV1(run runid.ID, name string, l Limits) error {
 			return err
 		}
 	}
+	// Always a cpu group of its own, quota or not: Docker gives every
+	// container one, and CFS group scheduling treats a group differently
+	// from a task in the root group under contention, so native and its
+	// variants must be grouped alike for their comparison to be fair.
+	d := filepath.Join(Root, "cpu", rel)
+	if err := g.mkdir(d); err != nil {
+		return err
+	}
 	if l.CPUs > 0 {
-		d := filepath.Join(Root, "cpu", rel)
-		if err := g.mkdir(d); err != nil {
-			return err
-		}
 		if err := write(filepath.Join(d, "cpu.cfs_period_us"), "100000"); err != nil {
 			return err
 		}
@@ -161,12 +165,10 @@ func inherit(dir, file string) error {
 }
 
 func (g *Group) newV2(run runid.ID, name string, l Limits) error {
-	var ctrls []string
+	// +cpu always: a group of its own for the scheduler, as a container has.
+	ctrls := []string{"+cpu"}
 	if l.CPUSet != "" {
 		ctrls = append(ctrls, "+cpuset")
-	}
-	if l.CPUs > 0 {
-		ctrls = append(ctrls, "+cpu")
 	}
 	if l.MemoryBytes > 0 {
 		ctrls = append(ctrls, "+memory")

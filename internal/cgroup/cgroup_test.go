@@ -155,6 +155,15 @@ func TestNewLimits(t *testing.T) {
 			want := []string{controllerDir("cpuacct", run, "srv")}
 			for _, ctrl := range []string{"cpuset", "cpu", "memory"} { // the order New creates them in
 				files, ok := tt.files[ctrl]
+				if !ok && ctrl == "cpu" {
+					// A cpu group always exists (no quota): group scheduling
+					// must treat native like a container.
+					ok = true
+					d := controllerDir("cpu", run, "srv")
+					if q := readFile(t, filepath.Join(d, "cpu.cfs_quota_us")); q != "-1" {
+						t.Errorf("cpu group without a cpus limit has quota %q, want -1", q)
+					}
+				}
 				if !ok {
 					if _, err := os.Stat(controllerDir(ctrl, run, "srv")); err == nil {
 						t.Errorf("%s group created without a %s limit", ctrl, ctrl)
@@ -202,8 +211,9 @@ func TestNewEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Without limits the group still tracks its processes.
-	want := []string{controllerDir("cpuacct", run, "srv")}
+	// Without limits the group still tracks its processes and is a group
+	// of its own for the scheduler.
+	want := []string{controllerDir("cpuacct", run, "srv"), controllerDir("cpu", run, "srv")}
 	if IsV2() {
 		want = []string{filepath.Join(Root, Parent, string(run), "srv")}
 	}
@@ -372,7 +382,7 @@ func TestLeftoversAndRemoveTree(t *testing.T) {
 	if IsV2() {
 		want = []string{filepath.Join(Root, Parent, string(run))}
 	} else {
-		for _, c := range []string{"cpuacct", "cpuset", "cpu", "memory"} {
+		for _, c := range []string{"cpuacct", "cpuset", "cpu", "memory"} { // cpu exists even without a quota
 			want = append(want, filepath.Join(Root, c, Parent, string(run)))
 		}
 	}
