@@ -526,7 +526,11 @@ func TestApply(t *testing.T) {
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "platforms adds a built-in", study: "cost", o: Overrides{Platforms: []string{"native", "native-0.8cpu", "docker-host"}},
 			want: want{platforms: []string{"native", "native-0.8cpu", "docker-host"}, rounds: 8, warmup: 1, trial: 5 * time.Second, maxRounds: 40, maxTime: time.Hour,
-				values: []workload.Values{redisOp("set")}}},
+				values: []workload.Values{func() workload.Values {
+					v := redisOp("set")
+					v["clients"], v["pipeline"] = "50", "16" // pipelined: the server is CPU-bound
+					return v
+				}()}}},
 		{name: "rounds", study: "aa", o: Overrides{Rounds: 12},
 			want: want{platforms: []string{"native", "native-b"}, rounds: 12, warmup: 1, trial: 5 * time.Second, maxRounds: 40, maxTime: time.Hour,
 				values: []workload.Values{redisOp("set")}}},
@@ -706,7 +710,7 @@ platforms:
   - {name: native-0.8cpu, base: native, options: {cpus: 0.8}}
 workloads:
   - workload: redis
-    params: {clients: 1000, datasize: 1, keyspace: 2000000000, op: set, pipeline: 1, requests: 0, threads: 1}
+    params: {clients: 50, datasize: 1, keyspace: 2000000000, op: set, pipeline: 16, requests: 0, threads: 1}
 quick: {rounds: 5, trial: 3s}
 `
 	if string(out) != want {
