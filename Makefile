@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
 
-.PHONY: build setup quick test unit bench vet clean
+.PHONY: build setup quick test test-vm-docker unit bench vet clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
@@ -31,6 +31,10 @@ vet:
 # real servers and the workload image that setup builds.
 test: setup vet
 	$(GO) test -count=1 -timeout 25m ./...
+
+# The vm-docker guest test: minutes under TCG (disk build, dockerd boot).
+test-vm-docker: setup
+	NEARNATIVE_VM_DOCKER_TEST=1 $(GO) test -count=1 -timeout 40m -run TestGuestDockerRedis -v ./internal/platform/vm/
 
 # Only the tests that need nothing installed.
 unit:

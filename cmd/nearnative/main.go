@@ -7,6 +7,13 @@ import (
 	"os"
 
 	"github.com/nearnative/nearnative/internal/cli"
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// In a vm platform's guest this binary is PID 1 (/init).
+	if vmagent.IsInit() {
+		os.Exit(vmagent.Main())
+	}
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

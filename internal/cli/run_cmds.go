@@ -15,6 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
@@ -113,7 +114,8 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	if st != nil {
 		needsDocker = false
 		for _, p := range st.Platforms {
-			if strings.HasPrefix(p.Base, "docker") {
+			// VMs are built from the container image too.
+			if p.Base != platform.Native {
 				needsDocker = true
 			}
 		}

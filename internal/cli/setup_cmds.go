@@ -13,6 +13,7 @@ import (
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
@@ -71,6 +72,8 @@ func (a *app) platformsCmd() *cobra.Command {
 				}
 				if err != nil {
 					status = "unavailable: " + err.Error()
+				} else if acc, ok := p.(platform.Accelerator); ok {
+					status += " (" + acc.Acceleration(ctx) + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", info.Name, status, info.Description)
 			}
@@ -144,7 +147,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 			} else {
 				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
 			}
-			sweepers = append(sweepers, cleanup.Cgroups{}, cleanup.TempDirs{})
+			sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
 			sweepers = append(sweepers, cleanup.NetworkSweepers()...)
 			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
 			for _, r := range rep.Removed {

@@ -25,6 +25,9 @@ const (
 	DockerProxy  = "docker-proxy"
 	DockerBridge = "docker-bridge"
 	DockerHost   = "docker-host"
+	VM           = "vm"
+	VMDocker     = "vm-docker"
+	VMDockerHost = "vm-docker-host"
 )
 
 // Inter-container networking techniques (the icc study): each is a platform
@@ -164,6 +167,10 @@ type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"
 	CPUs   float64 `yaml:"cpus" json:"cpus,omitempty"`     // CPU quota in CPUs (0.8 = 80 ms per 100 ms)
 	Memory string  `yaml:"memory" json:"memory,omitempty"` // memory limit: 512m, 2g, or bytes
+	// VCPUs and VMMemory size the guest of the vm platforms (defaults 2 and
+	// 2g); other platforms ignore them.
+	VCPUs    int    `yaml:"vcpus" json:"vcpus,omitempty"`
+	VMMemory string `yaml:"vm_memory" json:"vm_memory,omitempty"`
 }
 
 // Validate checks the options' syntax.
@@ -182,6 +189,16 @@ func (o Options) Validate() error {
 	if o.Memory != "" {
 		if _, err := ParseBytes(o.Memory); err != nil {
 			return err
+		}
+	}
+	if o.VCPUs < 0 || o.VCPUs > 255 {
+		return fmt.Errorf("vcpus %d: want 1 to 255", o.VCPUs)
+	}
+	if o.VMMemory != "" {
+		if n, err := ParseBytes(o.VMMemory); err != nil {
+			return fmt.Errorf("vm_memory: %w", err)
+		} else if n < 128<<20 {
+			return fmt.Errorf("vm_memory %s: a guest needs at least 128m", o.VMMemory)
 		}
 	}
 	return nil
@@ -204,6 +221,12 @@ func (o Options) String() string {
 	}
 	if o.Memory != "" {
 		parts = append(parts, "memory="+o.Memory)
+	}
+	if o.VCPUs > 0 {
+		parts = append(parts, fmt.Sprintf("vcpus=%d", o.VCPUs))
+	}
+	if o.VMMemory != "" {
+		parts = append(parts, "vm_memory="+o.VMMemory)
 	}
 	return strings.Join(parts, ",")
 }
@@ -230,6 +253,13 @@ type Checker interface {
 	// Check returns nil when the platform can run on this machine, else an
 	// error whose text says why not and how to fix it.
 	Check(ctx context.Context) error
+}
+
+// Accelerator is implemented by platforms whose speed depends on the
+// virtualisation they get (VMs): Acceleration says which ("KVM", or the
+// emulation note and why), for listings.
+type Accelerator interface {
+	Acceleration(ctx context.Context) string
 }
 
 // Closer is implemented by platforms that hold resources across trials (a
@@ -273,6 +303,9 @@ func Builtin() []Info {
 		{OVS, "container with --network none joined by a veth pair to an Open vSwitch bridge made for the run (userspace datapath when the kernel has no openvswitch module)"},
 		{Routed, "container with --network none and a routable /32 address; the host routes between veth pairs (proxy ARP, iptables FORWARD rules)"},
 		{Macvlan, "container with --network none and a macvlan (bridge mode) on a parent link made for the run, never the uplink"},
+		{VM, "QEMU guest (KVM when it boots, else \"emulated (TCG), not comparable\") booted from the workload image; client via the guest's address on a private bridge"},
+		{VMDocker, "container in the Docker engine of a QEMU guest (as vm), port published on the guest's address (DNAT inside the guest)"},
+		{VMDockerHost, "container on the host network of a QEMU guest's Docker engine (as vm); client via the guest's address"},
 	}
 }
 

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/docker/docker/client"
+
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/platform/netns"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -112,6 +115,14 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 			return nil, err
 		}
 		return docker.New(sp.Base, sp.Name, env, eng, sp.Options)
+	case platform.VM, platform.VMDocker, platform.VMDockerHost:
+		return vm.NewKind(sp.Base, sp.Name, env, dir, sp.Options, func(ctx context.Context) (client.APIClient, error) {
+			eng, err := engine.Get(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return eng.API(), nil
+		})
 	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
 		eng, err := engine.Get(ctx)
 		if err != nil {

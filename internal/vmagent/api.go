@@ -1,0 +1,176 @@
+// Package vmagent is the guest side of the vm platform: the nearnative binary
+// itself runs as PID 1 of a QEMU guest (from a small initramfs), mounts the
+// guest's root disk, brings up its network from the kernel command line and
+// serves a tiny authenticated HTTP/JSON API through which the host starts and
+// stops servers, runs jobs, reads CPU times and powers the guest off. The
+// Client type is the host side of that API.
+package vmagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Port is the TCP port the agent listens on, on the guest's address.
+const Port = 7977
+
+// Kernel command line keys the agent reads.
+const (
+	ParamIP    = "nn.ip"    // guest address with prefix, 10.213.7.2/24
+	ParamGW    = "nn.gw"    // host address on the bridge (no default route is set)
+	ParamToken = "nn.token" // bearer token the host must present
+	ParamName  = "nn.name"  // host name of the guest
+)
+
+// File is a file written into a process's directory before it starts.
+type File struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Mode    uint32 `json:"mode"`
+}
+
+// Proc describes a process to start or a job to run.
+type Proc struct {
+	Name  string            `json:"name"`
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Dir   string            `json:"dir"`
+	Files []File            `json:"files,omitempty"`
+	User  string            `json:"user,omitempty"`
+}
+
+// Started is the answer to /start.
+type Started struct {
+	PID int `json:"pid"`
+}
+
+// JobResult is the answer to /run.
+type JobResult struct {
+	Stdout   []byte        `json:"stdout"`
+	Stderr   []byte        `json:"stderr"`
+	ExitCode int           `json:"exit_code"`
+	Wall     time.Duration `json:"wall_ns"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// StopRequest asks the agent to stop a started process.
+type StopRequest struct {
+	PID     int           `json:"pid"`
+	Timeout time.Duration `json:"timeout_ns"`
+}
+
+// Stopped is the answer to /stop: the process's output so far.
+type Stopped struct {
+	Log []byte `json:"log"`
+}
+
+// CPU is the answer to /cpu.
+type CPU struct {
+	Time time.Duration `json:"time_ns"`
+}
+
+// Client talks to one guest's agent.
+type Client struct {
+	Base  string // http://10.213.7.2:7977
+	Token string
+	HTTP  *http.Client
+}
+
+// NewClient returns a client for the agent at host.
+func NewClient(host, token string) *Client {
+	return &Client{Base: "http://" + host + ":" + strconv.Itoa(Port), Token: token,
+		HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+}
+
+func (c *Client) call(ctx context.Context, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("guest agent %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("guest agent %s: reading answer: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("guest agent %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("guest agent %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Ping checks that the agent answers.
+func (c *Client) Ping(ctx context.Context) error { return c.call(ctx, "/ping", nil, nil) }
+
+// WaitReady pings until the agent answers or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	var last error
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = c.Ping(pctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Start starts a process and returns its pid.
+func (c *Client) Start(ctx context.Context, p Proc) (int, error) {
+	var s Started
+	err := c.call(ctx, "/start", p, &s)
+	return s.PID, err
+}
+
+// Stop stops a process started with Start and returns its output.
+func (c *Client) Stop(ctx context.Context, pid int, timeout time.Duration) ([]byte, error) {
+	var s Stopped
+	err := c.call(ctx, "/stop", StopRequest{PID: pid, Timeout: timeout}, &s)
+	return s.Log, err
+}
+
+// Run runs a job to completion.
+func (c *Client) Run(ctx context.Context, p Proc) (JobResult, error) {
+	var r JobResult
+	err := c.call(ctx, "/run", p, &r)
+	return r, err
+}
+
+// CPUTime returns user+system CPU time of pid (with reaped children).
+func (c *Client) CPUTime(ctx context.Context, pid int) (time.Duration, error) {
+	var r CPU
+	err := c.call(ctx, "/cpu?pid="+strconv.Itoa(pid), nil, &r)
+	return r.Time, err
+}
+
+// Poweroff asks the guest to sync and power off.
+func (c *Client) Poweroff(ctx context.Context) error { return c.call(ctx, "/poweroff", nil, nil) }

@@ -1,0 +1,328 @@
+package vmagent
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LogDir is where the agent keeps the output of started processes.
+const LogDir = "/run/nearnative"
+
+type agent struct {
+	token  string
+	logDir string
+	mu     sync.Mutex
+	procs  map[int]*proc
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func serve(params map[string]string) error {
+	token := params[ParamToken]
+	if token == "" {
+		return fmt.Errorf("no %s on the kernel command line", ParamToken)
+	}
+	ip, _, _ := net.ParseCIDR(params[ParamIP])
+	a := newAgent(token)
+	go reapOrphans()
+	if err := os.MkdirAll(LogDir, 0o755); err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(Port))
+	log("serving on %s", addr)
+	fmt.Fprintln(os.Stderr, "NEARNATIVE-AGENT-READY")
+	return http.ListenAndServe(addr, a.handler(powerOff))
+}
+
+func newAgent(token string) *agent {
+	return &agent{token: token, procs: map[int]*proc{}, logDir: LogDir}
+}
+
+// handler serves the API; poweroff is called (after the answer is sent)
+// on /poweroff.
+func (a *agent) handler(poweroff func()) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ping", a.auth(func(r *http.Request) (any, error) { return struct{}{}, nil }))
+	mux.HandleFunc("/start", a.auth(a.start))
+	mux.HandleFunc("/stop", a.auth(a.stop))
+	mux.HandleFunc("/run", a.auth(a.run))
+	mux.HandleFunc("/cpu", a.auth(a.cpu))
+	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			a.killAll()
+			poweroff()
+		}()
+		return struct{}{}, nil
+	}))
+	return mux
+}
+
+func (a *agent) auth(h func(*http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+			http.Error(w, "bad token", http.StatusUnauthorized)
+			return
+		}
+		out, err := h(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(out)
+	}
+}
+
+func decode(r *http.Request, v any) error {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		return fmt.Errorf("bad request: %w", err)
+	}
+	return nil
+}
+
+// prepare writes the files and builds the command of p.
+func prepare(p Proc) (*exec.Cmd, error) {
+	if len(p.Argv) == 0 {
+		return nil, errors.New("empty argv")
+	}
+	if p.Dir == "" {
+		p.Dir = "/"
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range p.Files {
+		if strings.HasPrefix(f.Path, "/") || strings.Contains(f.Path, "..") {
+			return nil, fmt.Errorf("file path %q must be relative", f.Path)
+		}
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		path := filepath.Join(p.Dir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, f.Content, mode); err != nil {
+			return nil, err
+		}
+	}
+	bin, err := exec.LookPath(p.Argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s not found in the guest: %w", p.Argv[0], err)
+	}
+	cmd := exec.Command(bin, p.Argv[1:]...)
+	cmd.Dir = p.Dir
+	cmd.Env = os.Environ()
+	for k, v := range p.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.User != "" {
+		u, err := user.Lookup(p.User)
+		if err != nil {
+			return nil, fmt.Errorf("unknown user %q: %w", p.User, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		filepath.WalkDir(p.Dir, func(path string, _ os.DirEntry, err error) error {
+			if err == nil {
+				os.Lchown(path, uid, gid)
+			}
+			return nil
+		})
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	return cmd, nil
+}
+
+func (a *agent) start(r *http.Request) (any, error) {
+	var p Proc
+	if err := decode(r, &p); err != nil {
+		return nil, err
+	}
+	cmd, err := prepare(p)
+	if err != nil {
+		return nil, err
+	}
+	name := p.Name
+	if name == "" {
+		name = filepath.Base(p.Argv[0])
+	}
+	logPath := filepath.Join(a.logDir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := startTracked(cmd); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", p.Argv[0], err)
+	}
+	pr := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		untrack(cmd.Process.Pid)
+		f.Close()
+		close(pr.done)
+	}()
+	// A process that dies at once is reported now.
+	select {
+	case <-pr.done:
+		out, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%s exited at once (%v): %s", p.Argv[0], cmd.ProcessState, tail(out))
+	case <-time.After(50 * time.Millisecond):
+	}
+	a.mu.Lock()
+	a.procs[cmd.Process.Pid] = pr
+	a.mu.Unlock()
+	log("started %s pid %d", strings.Join(p.Argv, " "), cmd.Process.Pid)
+	return Started{PID: cmd.Process.Pid}, nil
+}
+
+func tail(b []byte) string {
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+func (a *agent) stop(r *http.Request) (any, error) {
+	var req StopRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	pr := a.procs[req.PID]
+	delete(a.procs, req.PID)
+	a.mu.Unlock()
+	if pr == nil {
+		return Stopped{}, nil // already gone
+	}
+	if req.Timeout <= 0 {
+		req.Timeout = 5 * time.Second
+	}
+	pr.terminate(req.Timeout)
+	out, _ := os.ReadFile(pr.log)
+	os.Remove(pr.log)
+	return Stopped{Log: out}, nil
+}
+
+func (pr *proc) terminate(timeout time.Duration) {
+	pgid := pr.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(timeout):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-pr.done
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+func (a *agent) killAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for pid, pr := range a.procs {
+		pr.terminate(3 * time.Second)
+		delete(a.procs, pid)
+	}
+}
+
+func (a *agent) run(r *http.Request) (any, error) {
+	var p Proc
+	if err := decode(r, &p); err != nil {
+		return nil, err
+	}
+	cmd, err := prepare(p)
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := startTracked(cmd); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", p.Argv[0], err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		untrack(cmd.Process.Pid)
+		done <- err
+	}()
+	var res JobResult
+	select {
+	case err = <-done:
+	case <-r.Context().Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-done
+		res.Error = "cancelled"
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res.Wall = time.Since(start)
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.ExitCode = cmd.ProcessState.ExitCode()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		res.Error = err.Error()
+	}
+	return res, nil
+}
+
+func (a *agent) cpu(r *http.Request) (any, error) {
+	pid, err := strconv.Atoi(r.URL.Query().Get("pid"))
+	if err != nil {
+		return nil, fmt.Errorf("pid: %w", err)
+	}
+	d, err := ProcCPU("/proc", pid)
+	return CPU{Time: d}, err
+}
+
+// userHZ is the unit of /proc/PID/stat times, fixed at 100 on Linux.
+const userHZ = 100
+
+// ProcCPU reads utime+stime+cutime+cstime of pid under procRoot.
+func ProcCPU(procRoot string, pid int) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed stat of pid %d", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("malformed stat of pid %d", pid)
+	}
+	var ticks uint64
+	for _, k := range []int{11, 12, 13, 14} {
+		v, err := strconv.ParseUint(f[k], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed stat of pid %d: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
