@@ -354,7 +354,9 @@ workloads:
 	if left := leftovers(t, id); len(left) == 0 {
 		t.Fatal("nothing left after SIGKILL: the test did not kill mid-trial")
 	}
-	out, errOut, code := e.run("cleanup")
+	// Only this run: other packages' integration tests run at the same time
+	// and their resources are not ours to sweep.
+	out, errOut, code := e.run("cleanup", string(id))
 	if code != 0 || !strings.Contains(out, "removed ") {
 		t.Fatalf("cleanup exit %d:\n%s\n%s", code, out, errOut)
 	}

@@ -70,9 +70,6 @@ for s in "${SERVICES[@]}"; do
     update-rc.d "$s" disable >/dev/null 2>&1 || true
   fi
 done
-# Stray instances started by package scripts outside any service manager.
-pkill -x redis-server 2>/dev/null || true
-pkill -x nutcracker 2>/dev/null || true
 
 # Docker: leave a daemon that answers alone; start one otherwise.
 if docker version >/dev/null 2>&1; then

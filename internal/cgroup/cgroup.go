@@ -181,9 +181,6 @@ func (g *Group) newV2(run runid.ID, name string, l Limits) error {
 				return fmt.Errorf("cgroup: creating %s: %w", d, err)
 			}
 		}
-		if enable == "" {
-			continue // a tracking group needs no controllers
-		}
 		if err := write(filepath.Join(d, "cgroup.subtree_control"), enable); err != nil {
 			return err
 		}

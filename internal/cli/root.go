@@ -119,7 +119,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Use:   "nearnative",
 		Short: "What does a container, a network mode, a VM cost your workload compared to native?",
 		Long: `nearnative starts the same server software natively, in Docker containers with
-several network paths, and (later) in a VM; drives it with the same load in
+several network paths, in a QEMU VM and in Docker inside it; drives it with the same load in
 randomised interleaved rounds; and reports every platform relative to native
 with a 95% confidence interval.`,
 		SilenceUsage:  true,

@@ -110,14 +110,33 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	defer db.Close()
 
-	needsDocker := true
-	if st != nil {
-		needsDocker = false
-		for _, p := range st.Platforms {
-			// VMs are built from the container image too.
-			if p.Base != platform.Native {
-				needsDocker = true
+	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
+	if f.resume != "" {
+		// A resumed run keeps the platforms and the image it started with.
+		r, err := db.Run(ctx, f.resume)
+		if err != nil {
+			return withCode(ExitBadInput, err)
+		}
+		stored, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg)
+		if err != nil {
+			return fmt.Errorf("stored study of run %s: %w", r.ID, err)
+		}
+		platforms = func(*study.Study) []study.Platform { return stored.Platforms }
+		var env struct {
+			Extra map[string]string `json:"extra"`
+		}
+		if json.Unmarshal(r.Env, &env) == nil && env.Extra["image"] != "" {
+			if f.image != "" && f.image != env.Extra["image"] {
+				return withCode(ExitBadInput, fmt.Errorf("--image %s: run %s was started with %s and resumes with it", f.image, r.ID, env.Extra["image"]))
 			}
+			f.image = env.Extra["image"]
+		}
+	}
+	needsDocker := false
+	for _, p := range platforms(st) {
+		// VMs are built from the container image too.
+		if p.Base != platform.Native {
+			needsDocker = true
 		}
 	}
 	imageRef := ""
@@ -146,12 +165,12 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	for _, s := range opener.Skipped {
 		fmt.Fprintf(a.stderr, "skipped platform %s\n", s)
 	}
-	if out.Run.ID == "" {
+	if !out.Stored {
 		var un *platformset.Unavailable
-		if errors.As(err, &un) {
+		switch {
+		case errors.As(err, &un):
 			return withCode(ExitUnavailable, err)
-		}
-		if errors.Is(err, store.ErrNoRun) || errors.Is(err, store.ErrAmbiguous) {
+		case errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
 			return withCode(ExitBadInput, err)
 		}
 		return err
@@ -174,10 +193,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 
 func (a *app) checkResumeFlags(f runFlags) (bool, error) {
 	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" {
-		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --trial and --seed"))
-	}
-	if _, err := runid.Parse(f.resume); err != nil && f.resume != "last" {
-		return false, withCode(ExitBadInput, err)
+		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --ci-metrics, --trial and --seed"))
 	}
 	return true, nil
 }

@@ -25,6 +25,10 @@ import (
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
+// ErrConfig marks errors in what the study asks for (found before anything
+// runs); the CLI reports them as bad input.
+var ErrConfig = errors.New("bad study")
+
 // ErrInterrupted is returned when the context ends the run early; the run is
 // stored as "interrupted" and can be resumed.
 var ErrInterrupted = errors.New("run interrupted")
@@ -85,6 +89,9 @@ type Outcome struct {
 	Run    store.Run
 	Study  *study.Study
 	Reason string
+	// Stored is set once the run is in the store (a new run created, or a
+	// resumed one reopened); before that nothing was measured or kept.
+	Stored bool
 }
 
 type unitKey struct {
@@ -106,31 +113,55 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	}
 	defer lock.Release()
 
+	instances := map[string]workload.Instance{}
+	for _, w := range st.Workloads {
+		kind, ok := cfg.Registry.Get(w.Kind)
+		if !ok {
+			return out, fmt.Errorf("%w: workload %s: unknown kind %q", ErrConfig, w.Name, w.Kind)
+		}
+		in, err := kind.New(w.Values)
+		if err != nil {
+			return out, fmt.Errorf("%w: workload %s: %w", ErrConfig, w.Name, err)
+		}
+		instances[w.Name] = in
+	}
+	if err := checkCIMetrics(st, instances); err != nil {
+		return out, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	runDir := cfg.Dir.RunDir(r.ID)
 	env := platform.Env{Run: r.ID, LogDir: filepath.Join(runDir, "logs"), Image: cfg.Image}
 	if err := os.MkdirAll(env.LogDir, 0o755); err != nil {
 		return out, fmt.Errorf("creating run directory: %w", err)
 	}
-	instances := map[string]workload.Instance{}
-	for _, w := range st.Workloads {
-		kind, ok := cfg.Registry.Get(w.Kind)
-		if !ok {
-			return out, fmt.Errorf("workload %s: unknown kind %q", w.Name, w.Kind)
-		}
-		in, err := kind.New(w.Values)
-		if err != nil {
-			return out, fmt.Errorf("workload %s: %w", w.Name, err)
-		}
-		instances[w.Name] = in
-	}
-	if err := checkCIMetrics(st, instances); err != nil {
-		return out, err
-	}
 	plats, closePlats, err := cfg.Platforms(ctx, env, st.Platforms)
 	if err != nil {
 		return out, err
 	}
-	defer closePlats()
+	defer func() {
+		if cerr := closePlats(); cerr != nil {
+			cfg.Progress.Logf("releasing platforms: %v (`nearnative cleanup %s` removes what is left)", cerr, r.ID)
+		}
+	}()
+	// Platforms skipped as unavailable (--skip-unavailable) leave the study,
+	// and the study stored is the one that runs.
+	if len(plats) < len(st.Platforms) {
+		if _, ok := plats[st.Baseline]; !ok {
+			return out, fmt.Errorf("the baseline %s cannot run here, so nothing can be compared", st.Baseline)
+		}
+		kept := st.Platforms[:0:0]
+		for _, p := range st.Platforms {
+			if _, ok := plats[p.Name]; ok {
+				kept = append(kept, p)
+			}
+		}
+		st.Platforms = kept
+		if cfg.Resume == "" {
+			if r.Spec, err = st.YAML(); err != nil {
+				return out, err
+			}
+			out.Run = r
+		}
+	}
 
 	if cfg.Resume == "" {
 		if err := cfg.Store.CreateRun(ctx, r); err != nil {
@@ -139,6 +170,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	} else if err := cfg.Store.SetRunStatus(ctx, r.ID, "running"); err != nil {
 		return out, err
 	}
+	out.Stored = true
 
 	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats,
 		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{},

@@ -1208,3 +1208,50 @@ func TestStudyBuiltInCode(t *testing.T) {
 		t.Errorf("stored spec %+v", back)
 	}
 }
+
+// TestSkippedPlatforms: an opener that leaves a platform out (as
+// --skip-unavailable does) takes it out of the study and of the stored spec;
+// without the baseline nothing can be compared.
+func TestSkippedPlatforms(t *testing.T) {
+	tests := []struct {
+		name    string
+		skip    string
+		wantErr string
+	}{
+		{name: "variant skipped", skip: "slow"},
+		{name: "baseline skipped", skip: "native", wantErr: "baseline native cannot run here"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			st := e.study(t, studyYAML("rounds: 2\n", "wa"))
+			cfg := e.config(st, "")
+			cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error) {
+				all, closeAll, err := e.plats.open(ctx, env, ps)
+				delete(all, tc.skip)
+				return all, closeAll, err
+			}
+			out, err := Run(context.Background(), cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || out.Stored {
+					t.Fatalf("err = %v, stored %v; want %q and nothing stored", err, out.Stored, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range e.trials(t, out.Run.ID) {
+				if tr.Platform == tc.skip {
+					t.Errorf("trial on skipped platform %s: %+v", tc.skip, tr)
+				}
+			}
+			if n := len(e.trials(t, out.Run.ID)); n != 3 {
+				t.Errorf("%d trials, want 3 (warm-up + 2 rounds on native)", n)
+			}
+			if spec := string(e.run(t, out.Run.ID).Spec); strings.Contains(spec, "name: slow") {
+				t.Errorf("stored spec still names the skipped platform:\n%s", spec)
+			}
+		})
+	}
+}

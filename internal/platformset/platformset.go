@@ -58,6 +58,9 @@ type Opener struct {
 // Unavailable is the error when platforms cannot run here.
 type Unavailable struct{ Reasons []string }
 
+// Unwrap lets errors.Is(err, platform.ErrUnavailable) see it.
+func (u *Unavailable) Unwrap() error { return platform.ErrUnavailable }
+
 func (u *Unavailable) Error() string {
 	return "platform unavailable: " + strings.Join(u.Reasons, "; ") + " (or pass --skip-unavailable to run the others)"
 }
@@ -86,6 +89,11 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 			}
 		}
 		if err != nil {
+			if !errors.Is(err, platform.ErrUnavailable) {
+				// A mistake, not a missing piece: never skipped.
+				closeAll()
+				return nil, nil, fmt.Errorf("platform %s: %w", sp.Name, err)
+			}
 			unavailable = append(unavailable, fmt.Sprintf("%s: %v", sp.Name, err))
 			continue
 		}

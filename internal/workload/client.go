@@ -49,6 +49,9 @@ func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []st
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(run))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Descendants that left the process group may hold the output pipes
+	// open; Wait gives up on them after WaitDelay instead of hanging.
+	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("starting %s: %w", argv[0], err)

@@ -75,6 +75,9 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Descendants that left the process group may hold the output pipes
+	// open; Wait gives up on them after WaitDelay instead of hanging.
+	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(p.env.Run))
 	for k, v := range spec.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -175,7 +175,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "mode", Type: workload.String, Default: "randread", Enum: modeNames(), Help: "randread and randwrite (8 jobs x iodepth 16), randrw70: 70% read (8 x 32), as the seed"},
 		{Name: "storage", Type: workload.String, Default: StorageVolume, Enum: []string{StorageVolume, StorageContainer},
 			Help: "where the file lives: volume (a host temp dir under $TMPDIR, bind-mounted) or container (the container's own file system, overlay2); natively both are the host dir"},
-		{Name: "size", Type: workload.String, Default: "1g", Quick: "128m", Help: "file size, e.g. 1g, 512m (seed: 10g); shared by all jobs"},
+		{Name: "size", Type: workload.String, Default: "10g", Quick: "128m", Help: "file size, e.g. 1g, 512m; the default is the seed's 10g (--quick: 128m); shared by all jobs"},
 		{Name: "bs", Type: workload.String, Default: "4k", Help: "block size, a multiple of 512 (seed: 4k)"},
 		{Name: "numjobs", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "fio jobs; 0 = the mode's seed figure (8)"},
 		{Name: "iodepth", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "I/Os in flight per job; 0 = the mode's seed figure (16, or 32 for randrw70)"},

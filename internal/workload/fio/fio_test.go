@@ -69,15 +69,15 @@ func TestNew(t *testing.T) {
 		wantSize  int64
 		metrics   []string
 	}{
-		{name: "defaults", wantJobs: 8, wantDepth: 16, wantSize: 1 << 30,
+		{name: "defaults", wantJobs: 8, wantDepth: 16, wantSize: 10 << 30,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
 		{name: "quick", quick: true, wantJobs: 8, wantDepth: 16, wantSize: 128 << 20,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
-		{name: "write", over: map[string]string{"mode": "randwrite"}, wantJobs: 8, wantDepth: 16, wantSize: 1 << 30,
+		{name: "write", over: map[string]string{"mode": "randwrite"}, wantJobs: 8, wantDepth: 16, wantSize: 10 << 30,
 			metrics: []string{MetricIOPS, MetricWriteP50, MetricWriteP99}},
 		{name: "mixed", over: map[string]string{"mode": "randrw70", "size": "10g"}, wantJobs: 8, wantDepth: 32, wantSize: 10 << 30,
 			metrics: []string{MetricIOPS, MetricReadIOPS, MetricWriteIOPS, MetricReadP50, MetricReadP99, MetricWriteP50, MetricWriteP99}},
-		{name: "overrides", over: map[string]string{"numjobs": "2", "iodepth": "4", "runtime": "3s"}, wantJobs: 2, wantDepth: 4, wantSize: 1 << 30,
+		{name: "overrides", over: map[string]string{"numjobs": "2", "iodepth": "4", "runtime": "3s"}, wantJobs: 2, wantDepth: 4, wantSize: 10 << 30,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
 		{name: "bad size", over: map[string]string{"size": "lots"}, wantErr: "parameter size"},
 		{name: "tiny size", over: map[string]string{"size": "64k"}, wantErr: "too small"},

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -134,13 +135,18 @@ func (in *Instance) spec() platform.Spec {
 }
 
 // Run implements workload.Instance.
-func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result, error) {
+func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
 	srv, err := t.Platform.Start(ctx, t.Name, in.spec())
 	if err != nil {
 		return res, fmt.Errorf("starting redis-server: %w", err)
 	}
-	defer srv.Stop(context.WithoutCancel(ctx))
+	defer func() {
+		// A server that could not be removed spoils the trial: say so.
+		if serr := srv.Stop(context.WithoutCancel(ctx)); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping the server: %w", serr))
+		}
+	}()
 	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
 	res.Where = append(res.Where, srv.Describe())
 	addr := srv.Addr("redis")

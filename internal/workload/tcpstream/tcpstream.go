@@ -12,6 +12,7 @@ package tcpstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -139,13 +140,18 @@ type measurement struct {
 }
 
 // Run implements workload.Instance.
-func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result, error) {
+func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
 	srv, err := t.Platform.Start(ctx, t.Name, in.spec())
 	if err != nil {
 		return res, fmt.Errorf("starting the iperf3 server: %w", err)
 	}
-	defer srv.Stop(context.WithoutCancel(ctx))
+	defer func() {
+		// A server that could not be removed spoils the trial: say so.
+		if serr := srv.Stop(context.WithoutCancel(ctx)); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping the server: %w", serr))
+		}
+	}()
 	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
 	res.Where = append(res.Where, srv.Describe())
 	cpuRep, ok := srv.(platform.CPUReporter)
