@@ -29,18 +29,18 @@ func needEnv(t *testing.T) (*docker.Engine, string) {
 	defer cancel()
 	eng, err := docker.Connect(ctx)
 	if err != nil {
-		t.Skipf("no Docker daemon: %v", err)
+		t.Fatalf("no Docker daemon: %v", err)
 	}
 	t.Cleanup(func() { eng.Close() })
 	ref := os.Getenv("NEARNATIVE_TEST_IMAGE")
 	if ref == "" {
 		cfg, err := image.DefaultConfig()
 		if err != nil {
-			t.Skipf("no image config: %v", err)
+			t.Fatalf("no image config: %v", err)
 		}
 		r, ok, err := image.Current(ctx, eng.API(), cfg)
 		if err != nil || !ok {
-			t.Skipf("workload image %s not built (nearnative image build): %v", r, err)
+			t.Fatalf("workload image %s not built (nearnative image build): %v", r, err)
 		}
 		ref = r
 	}
@@ -84,7 +84,7 @@ func TestTechniques(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := p.Check(ctx); err != nil {
-				t.Skipf("unavailable here: %v", err)
+				t.Fatalf("unavailable here: %v", err)
 			}
 			defer func() {
 				if err := p.Close(); err != nil {

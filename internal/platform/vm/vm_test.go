@@ -88,19 +88,19 @@ func testPlatform(t *testing.T, ctx context.Context, kind string) (*Platform, ru
 	}
 	eng, err := docker.Connect(ctx)
 	if err != nil {
-		t.Skipf("no Docker engine to export the workload image from: %v", err)
+		t.Fatalf("no Docker engine to export the workload image from: %v", err)
 	}
 	t.Cleanup(func() { eng.Close() })
 	ref := os.Getenv("NEARNATIVE_TEST_VM_IMAGE")
 	if ref == "" {
 		cfg, err := image.DefaultConfig()
 		if err != nil {
-			t.Skipf("no workload image config: %v", err)
+			t.Fatalf("no workload image config: %v", err)
 		}
 		var present bool
 		ref, present, err = image.Current(ctx, eng.API(), cfg)
 		if err != nil || !present {
-			t.Skipf("workload image %s not built (nearnative image build): %v", ref, err)
+			t.Fatalf("workload image %s not built (nearnative image build): %v", ref, err)
 		}
 	}
 	run := runid.New()
@@ -111,7 +111,7 @@ func testPlatform(t *testing.T, ctx context.Context, kind string) (*Platform, ru
 		t.Fatal(err)
 	}
 	if err := p.Check(ctx); err != nil {
-		t.Skipf("vm platform unavailable: %v", err)
+		t.Fatalf("vm platform unavailable: %v", err)
 	}
 	t.Logf("acceleration: %s", p.Acceleration(ctx))
 	return p, run, logDir
@@ -230,19 +230,19 @@ func TestGuestRedis(t *testing.T) {
 	defer cancel()
 	eng, err := docker.Connect(ctx)
 	if err != nil {
-		t.Skipf("no Docker engine to export the workload image from: %v", err)
+		t.Fatalf("no Docker engine to export the workload image from: %v", err)
 	}
 	defer eng.Close()
 	ref := os.Getenv("NEARNATIVE_TEST_VM_IMAGE")
 	if ref == "" {
 		cfg, err := image.DefaultConfig()
 		if err != nil {
-			t.Skipf("no workload image config: %v", err)
+			t.Fatalf("no workload image config: %v", err)
 		}
 		var present bool
 		ref, present, err = image.Current(ctx, eng.API(), cfg)
 		if err != nil || !present {
-			t.Skipf("workload image %s not built (nearnative image build): %v", ref, err)
+			t.Fatalf("workload image %s not built (nearnative image build): %v", ref, err)
 		}
 	}
 	run := runid.New()
@@ -253,7 +253,7 @@ func TestGuestRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := p.Check(ctx); err != nil {
-		t.Skipf("vm platform unavailable: %v", err)
+		t.Fatalf("vm platform unavailable: %v", err)
 	}
 	t.Logf("acceleration: %s", p.Acceleration(ctx))
 	defer func() {

@@ -44,18 +44,18 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	eng, err := docker.Connect(ctx)
 	if err != nil {
-		t.Skipf("no Docker daemon: %v", err)
+		t.Fatalf("no Docker daemon (make setup starts one): %v", err)
 	}
 	defer eng.Close()
 	ref := os.Getenv("NEARNATIVE_TEST_IMAGE")
 	if ref == "" {
 		cfg, err := image.DefaultConfig()
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
 		r, ok, err := image.Current(ctx, eng.API(), cfg)
 		if err != nil || !ok {
-			t.Skipf("workload image %s not built: %v", r, err)
+			t.Fatalf("workload image %s not built (make setup builds it): %v", r, err)
 		}
 		ref = r
 	}

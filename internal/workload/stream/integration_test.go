@@ -35,16 +35,16 @@ func currentImage(t *testing.T) (*docker.Engine, string) {
 	defer cancel()
 	eng, err := docker.Connect(ctx)
 	if err != nil {
-		t.Skipf("no Docker engine: %v", err)
+		t.Fatalf("no Docker engine: %v", err)
 	}
 	t.Cleanup(func() { eng.Close() })
 	cfg, err := image.DefaultConfig()
 	if err != nil {
-		t.Skipf("workload image config: %v", err)
+		t.Fatalf("workload image config: %v", err)
 	}
 	ref, present, err := image.Current(ctx, eng.API(), cfg)
 	if err != nil || !present {
-		t.Skipf("workload image %s not present (run `nearnative image build`): %v", ref, err)
+		t.Fatalf("workload image %s not present (run `nearnative image build`): %v", ref, err)
 	}
 	return eng, ref
 }
