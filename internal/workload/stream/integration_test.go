@@ -144,7 +144,9 @@ func TestIntegration(t *testing.T) {
 				t.Errorf("Where = %q", res.Where)
 			}
 			notes := strings.Join(res.Notes, "\n")
-			for _, w := range []string{"hpcc 1.5.0", "Open MPI", "stopped after the StarSTREAM section", "under STREAM's rule"} {
+			// Whether hpcc is stopped after STREAM or finishes first depends on
+			// timing at this small size; only the lasting notes are checked.
+			for _, w := range []string{"hpcc 1.5.0", "Open MPI", "under STREAM's rule"} {
 				if !strings.Contains(notes, w) {
 					t.Errorf("notes lack %q", w)
 				}
