@@ -212,6 +212,8 @@ func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) {
 }
 
 func (s *dockerServer) Stop(ctx context.Context) error {
+	// Teardown must work after Ctrl-C cancelled the run's context.
+	ctx = context.WithoutCancel(ctx)
 	s.once.Do(func() {
 		var errs []error
 		if s.d != nil {

@@ -223,6 +223,8 @@ func (g *guest) exited(d time.Duration) bool {
 // shutdown powers the guest off (agent, then ACPI, then QMP quit, then
 // SIGKILL) and removes its tap and overlay. Safe on a partly booted guest.
 func (g *guest) shutdown(ctx context.Context) error {
+	// Teardown must work after Ctrl-C cancelled the run's context.
+	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	if g.cmd != nil && g.cmd.Process != nil {
 		if g.agent != nil {

@@ -382,6 +382,8 @@ func (s *server) Describe() string {
 // Stop stops the server through the agent, saves its output to the run's
 // log dir, powers the guest off and removes its tap and overlay.
 func (s *server) Stop(ctx context.Context) error {
+	// Teardown must work after Ctrl-C cancelled the run's context.
+	ctx = context.WithoutCancel(ctx)
 	s.once.Do(func() {
 		var errs []error
 		if s.pid > 0 {
