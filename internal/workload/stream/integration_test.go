@@ -10,44 +10,14 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cleanup"
-	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
 )
-
-// testLog sends progress lines to the test log.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// currentImage connects to Docker and returns the current workload image
-// (as `nearnative run` picks it), or skips when either is missing.
-func currentImage(t *testing.T) (*docker.Engine, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := docker.Connect(ctx)
-	if err != nil {
-		t.Fatalf("no Docker engine: %v", err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	cfg, err := image.DefaultConfig()
-	if err != nil {
-		t.Fatalf("workload image config: %v", err)
-	}
-	ref, present, err := image.Current(ctx, eng.API(), cfg)
-	if err != nil || !present {
-		t.Fatalf("workload image %s not present (run `nearnative image build`): %v", ref, err)
-	}
-	return eng, ref
-}
 
 // checkClean fails when the run left temp dirs or processes behind. MPI
 // ranks notice that mpirun is gone within a moment, so it waits a little.
@@ -103,7 +73,7 @@ func TestIntegration(t *testing.T) {
 	platforms := map[string]func(t *testing.T) platform.Platform{
 		platform.Native: func(*testing.T) platform.Platform { return nat },
 		platform.DockerHost: func(t *testing.T) platform.Platform {
-			eng, ref := currentImage(t)
+			eng, ref := testenv.WorkloadImage(t)
 			denv := env
 			denv.Image = ref
 			p, err := docker.New(platform.DockerHost, platform.DockerHost, denv, eng, platform.Options{})
@@ -126,7 +96,7 @@ func TestIntegration(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			start := time.Now()
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: name, Platform: p, Duration: time.Second, RawDir: raw, Log: testLog{t}})
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: name, Platform: p, Duration: time.Second, RawDir: raw, Log: testenv.Log{T: t}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -85,7 +86,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			raw := t.TempDir()
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testLog{t}})
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testenv.Log{T: t}})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -159,12 +160,4 @@ func TestClientWithoutServer(t *testing.T) {
 	if _, err := runClient(context.Background(), runid.New(), raw, "t3.txt", []string{"no-such-sockperf"}, func(string) {}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing tool: %v", err)
 	}
-}
-
-// testLog sends a trial's progress lines to the test log.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(b []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
