@@ -83,7 +83,11 @@ func Clean(ctx context.Context, dir state.Dir, sweepers []Sweeper, o Options) Re
 				rep.Errors = append(rep.Errors, fmt.Errorf("removing %s of run %s: %w", s.Kind(), id, err))
 			}
 		}
-		os.Remove(filepath.Join(dir.LockDir(), string(id)))
+		// A forced cleanup of a live run leaves its lock: the run still holds
+		// it and must go on looking alive to other cleanups.
+		if !dir.Alive(id) {
+			os.Remove(filepath.Join(dir.LockDir(), string(id)))
+		}
 	}
 	return rep
 }
@@ -115,6 +119,7 @@ func (p Processes) Runs(ctx context.Context) ([]runid.ID, error) {
 // Remove implements Sweeper.
 func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 	var removed []string
+	var errs []error
 	dir := native.ProcDir(p.Dir, run)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	for _, f := range files {
@@ -126,18 +131,23 @@ func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 				removed = append(removed, fmt.Sprintf("process group %d (%s, run %s)", st.PID, st.Name, run))
 			}
 			if st.Dir != "" {
-				os.RemoveAll(st.Dir)
+				if err := os.RemoveAll(st.Dir); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		os.Remove(f)
 	}
 	os.Remove(dir)
 	for _, pr := range scanEnv(run) {
-		if syscall.Kill(pr.pid, syscall.SIGKILL) == nil {
+		switch err := syscall.Kill(pr.pid, syscall.SIGKILL); {
+		case err == nil:
 			removed = append(removed, fmt.Sprintf("process %d (%s, run %s)", pr.pid, pr.comm, run))
+		case !errors.Is(err, syscall.ESRCH): // already gone is success
+			errs = append(errs, fmt.Errorf("killing process %d (%s): %w", pr.pid, pr.comm, err))
 		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
 func killGroup(pgid int) {
