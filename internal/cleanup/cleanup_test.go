@@ -85,6 +85,8 @@ func TestClean(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Locks of this test only, not the machine-wide lock directory.
+			t.Setenv(state.EnvLockDir, t.TempDir())
 			dir := state.Dir{Root: t.TempDir()}
 			lock, err := dir.AcquireLock(b)
 			if err != nil {

@@ -35,6 +35,7 @@ func TestPaths(t *testing.T) {
 }
 
 func TestLock(t *testing.T) {
+	t.Setenv(EnvLockDir, t.TempDir()) // not the machine-wide lock directory
 	d := Dir{Root: t.TempDir()}
 	id := runid.New()
 	if d.Alive(id) {
@@ -110,6 +111,7 @@ func TestLock(t *testing.T) {
 }
 
 func TestAliveStaleLockFile(t *testing.T) {
+	t.Setenv(EnvLockDir, t.TempDir()) // not the machine-wide lock directory
 	// A crashed run leaves its lock file without a lock on it.
 	d := Dir{Root: t.TempDir()}
 	id := runid.New()
