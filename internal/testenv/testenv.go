@@ -6,12 +6,17 @@ package testenv
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
 )
 
 // Log is an io.Writer that sends each write to the test log (for
@@ -43,4 +48,42 @@ func WorkloadImage(t *testing.T) (*docker.Engine, string) {
 		t.Fatalf("workload image %s not present (make setup, or nearnative image build): %v", ref, err)
 	}
 	return eng, ref
+}
+
+// Platforms builds the named built-in platforms (native and docker-*) for
+// one run, logging under root; the Docker ones use the current workload
+// image. When the test ends the native platform is closed and the run must
+// have left no container behind (what is left is removed and reported).
+func Platforms(t *testing.T, run runid.ID, root string, kinds ...string) map[string]platform.Platform {
+	t.Helper()
+	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
+	out := map[string]platform.Platform{}
+	var eng *docker.Engine
+	for _, kind := range kinds {
+		if kind == platform.Native {
+			p, err := native.New(kind, env, state.Dir{Root: root}, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			out[kind] = p
+			continue
+		}
+		if eng == nil {
+			var ref string
+			eng, ref = WorkloadImage(t)
+			env.Image = ref
+			t.Cleanup(func() {
+				if removed, err := eng.RemoveRun(context.Background(), run); err != nil || len(removed) > 0 {
+					t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
+				}
+			})
+		}
+		p, err := docker.New(kind, kind, env, eng, platform.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[kind] = p
+	}
+	return out
 }

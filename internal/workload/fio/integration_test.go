@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -51,30 +50,7 @@ func TestIntegration(t *testing.T) {
 	}
 	run := runid.New()
 	root := t.TempDir()
-	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
-	nat, err := native.New(platform.Native, env, state.Dir{Root: root}, platform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nat.Close() })
-	platforms := map[string]func(t *testing.T) platform.Platform{
-		platform.Native: func(*testing.T) platform.Platform { return nat },
-		platform.DockerHost: func(t *testing.T) platform.Platform {
-			eng, ref := testenv.WorkloadImage(t)
-			denv := env
-			denv.Image = ref
-			p, err := docker.New(platform.DockerHost, platform.DockerHost, denv, eng, platform.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if removed, err := eng.RemoveRun(context.Background(), run); err != nil || len(removed) > 0 {
-					t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
-				}
-			})
-			return p
-		},
-	}
+	platforms := testenv.Platforms(t, run, root, platform.Native, platform.DockerHost)
 	tests := []struct {
 		name, plat, storage, mode string
 		where                     string
@@ -85,7 +61,7 @@ func TestIntegration(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := platforms[tc.plat](t)
+			p := platforms[tc.plat]
 			in := newInstance(t, map[string]string{"mode": tc.mode, "storage": tc.storage})
 			raw := filepath.Join(root, "raw")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

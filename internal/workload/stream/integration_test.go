@@ -11,8 +11,6 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
@@ -64,33 +62,10 @@ func TestIntegration(t *testing.T) {
 	}
 	run := runid.New()
 	root := t.TempDir()
-	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
-	nat, err := native.New(platform.Native, env, state.Dir{Root: root}, platform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nat.Close() })
-	platforms := map[string]func(t *testing.T) platform.Platform{
-		platform.Native: func(*testing.T) platform.Platform { return nat },
-		platform.DockerHost: func(t *testing.T) platform.Platform {
-			eng, ref := testenv.WorkloadImage(t)
-			denv := env
-			denv.Image = ref
-			p, err := docker.New(platform.DockerHost, platform.DockerHost, denv, eng, platform.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if removed, err := eng.RemoveRun(context.Background(), run); err != nil || len(removed) > 0 {
-					t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
-				}
-			})
-			return p
-		},
-	}
+	platforms := testenv.Platforms(t, run, root, platform.Native, platform.DockerHost)
 	for _, name := range []string{platform.Native, platform.DockerHost} {
 		t.Run(name, func(t *testing.T) {
-			p := platforms[name](t)
+			p := platforms[name]
 			in := small(t)
 			raw := filepath.Join(root, "raw")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -9,66 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // testPlatforms returns native, docker-nat and docker-host for one run whose
-// leftovers are checked and removed when the test ends. The container
-// platforms use the current workload image, as `nearnative run` finds it.
+// leftovers are checked when the test ends (testenv.Platforms: the Docker
+// ones use the current workload image and fail the test when it is missing).
 func testPlatforms(t *testing.T) (runid.ID, []platform.Platform) {
 	t.Helper()
 	run := runid.New()
-	env := platform.Env{Run: run, LogDir: t.TempDir()}
-	nat, err := native.New(platform.Native, env, state.Dir{Root: t.TempDir()}, platform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nat.Close() })
-	ps := []platform.Platform{nat}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	eng, err := docker.Connect(ctx)
-	if errors.Is(err, platform.ErrUnavailable) {
-		t.Logf("docker platforms skipped: %v", err)
-		return run, ps
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		removed, err := eng.RemoveRun(context.Background(), run)
-		if err != nil || len(removed) > 0 {
-			t.Errorf("leftovers of run %s: removed %v, err %v", run, removed, err)
-		}
-		eng.Close()
-	})
-	cfg, err := image.DefaultConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, present, err := image.Current(ctx, eng.API(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !present {
-		t.Logf("docker platforms skipped: workload image %s missing (run `nearnative image build`)", ref)
-		return run, ps
-	}
-	env.Image = ref
-	for _, kind := range []string{platform.DockerNAT, platform.DockerHost} {
-		p, err := docker.New(kind, kind, env, eng, platform.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
+	kinds := []string{platform.Native, platform.DockerNAT, platform.DockerHost}
+	byKind := testenv.Platforms(t, run, t.TempDir(), kinds...)
+	ps := make([]platform.Platform, 0, len(kinds))
+	for _, k := range kinds {
+		ps = append(ps, byKind[k])
 	}
 	return run, ps
 }
