@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,14 @@ func (c ClientRun) CPUShare() float64 {
 // stdout and stderr are saved to rawDir/name. A non-zero exit is an error that
 // points to the saved output.
 func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []string) (ClientRun, error) {
+	return RunClientLines(ctx, run, rawDir, name, argv, nil)
+}
+
+// RunClientLines is RunClient that also hands each line of the client's
+// stdout to onLine as it is printed (nil: none), for workloads that read
+// counters at the moments a tool's output marks (sockperf idles before its
+// timed run).
+func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
 	res := ClientRun{Argv: argv, RawPath: filepath.Join(rawDir, name)}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return res, fmt.Errorf("%s not found: install it with `make setup`: %w", argv[0], err)
@@ -46,7 +55,8 @@ func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []st
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	lines := &lineWriter{fn: onLine}
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, lines), &stderr
 	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(run))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Descendants that left the process group may hold the output pipes
@@ -67,6 +77,7 @@ func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []st
 		err = ctx.Err()
 	}
 	res.Wall = time.Since(start)
+	lines.flush()
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPU = ps.UserTime() + ps.SystemTime()
 		res.ExitCode = ps.ExitCode()
@@ -83,7 +94,36 @@ func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []st
 		return res, ctx.Err()
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s failed (%v): see %s", argv[0], err, res.RawPath)
+		return res, fmt.Errorf("%s failed: %w: see %s", argv[0], err, res.RawPath)
 	}
 	return res, nil
+}
+
+// lineWriter calls fn with each complete line written to it.
+type lineWriter struct {
+	fn      func(string)
+	partial []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	if w.fn == nil {
+		return len(p), nil
+	}
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.fn(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+}
+
+// flush hands over a last line that ended without a newline.
+func (w *lineWriter) flush() {
+	if w.fn != nil && len(w.partial) > 0 {
+		w.fn(string(w.partial))
+		w.partial = nil
+	}
 }

@@ -193,7 +193,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	argv := in.clientArgv(addr, secs)
 	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
 	w := &window{cpuRep: cpuRep, ctx: ctx}
-	run, err := runClient(ctx, t.Run, t.RawDir, t.Name+"-sockperf.txt", argv, w.line)
+	run, err := workload.RunClientLines(ctx, t.Run, t.RawDir, t.Name+"-sockperf.txt", argv, w.line)
 	if err != nil {
 		return res, err
 	}
