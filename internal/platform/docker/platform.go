@@ -158,7 +158,7 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		Image:      p.env.Image,
 		Entrypoint: strslice.StrSlice{argv[0]},
 		Cmd:        strslice.StrSlice(argv[1:]),
-		Env:        envList(spec.Env),
+		Env:        EnvList(spec.Env),
 		User:       spec.User,
 		WorkingDir: platform.ContainerDir,
 		Labels: map[string]string{
@@ -207,8 +207,8 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 	return cfg, hc
 }
 
-// envList turns an environment map into sorted KEY=value strings.
-func envList(env map[string]string) []string {
+// EnvList turns an environment map into sorted KEY=value strings.
+func EnvList(env map[string]string) []string {
 	l := make([]string, 0, len(env))
 	for k, v := range env {
 		l = append(l, k+"="+v)

@@ -96,27 +96,33 @@ func (s *server) saveLogs(ctx context.Context) error {
 	if s.logPath == "" {
 		return nil
 	}
-	rc, err := s.eng.cli.ContainerLogs(ctx, s.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	return s.eng.SaveLogs(ctx, s.id, s.name, s.logPath)
+}
+
+// SaveLogs writes the stdout and stderr of container id (called name in
+// errors) to path; a container already gone has no logs and is no error.
+func (e *Engine) SaveLogs(ctx context.Context, id, name, path string) error {
+	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		if gone(err) {
 			return nil
 		}
-		return fmt.Errorf("reading the logs of container %s: %w", s.name, err)
+		return fmt.Errorf("reading the logs of container %s: %w", name, err)
 	}
 	defer rc.Close()
-	if err := os.MkdirAll(filepath.Dir(s.logPath), 0o755); err != nil {
-		return fmt.Errorf("saving the logs of container %s: %w", s.name, err)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("saving the logs of container %s: %w", name, err)
 	}
-	f, err := os.Create(s.logPath)
+	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("saving the logs of container %s: %w", s.name, err)
+		return fmt.Errorf("saving the logs of container %s: %w", name, err)
 	}
 	_, cerr := stdcopy.StdCopy(f, f, rc)
 	if err := f.Close(); err != nil && cerr == nil {
 		cerr = err
 	}
 	if cerr != nil {
-		return fmt.Errorf("saving the logs of container %s to %s: %w", s.name, s.logPath, cerr)
+		return fmt.Errorf("saving the logs of container %s to %s: %w", name, path, cerr)
 	}
 	return nil
 }
@@ -139,14 +145,20 @@ func (s *server) logTail(ctx context.Context, n int) string {
 // CPUTime implements platform.CPUReporter from the container's cgroup CPU
 // accounting, as the engine's stats API reports it.
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
-	resp, err := s.eng.cli.ContainerStatsOneShot(ctx, s.id)
+	return s.eng.CPUTime(ctx, s.id, s.name)
+}
+
+// CPUTime is the CPU time container id (called name in errors) has used so
+// far, from its cgroup accounting as the engine's stats API reports it.
+func (e *Engine) CPUTime(ctx context.Context, id, name string) (time.Duration, error) {
+	resp, err := e.cli.ContainerStatsOneShot(ctx, id)
 	if err != nil {
-		return 0, fmt.Errorf("container stats of %s: %w", s.name, err)
+		return 0, fmt.Errorf("container stats of %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	var st container.StatsResponse
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("container stats of %s: %w", s.name, err)
+		return 0, fmt.Errorf("container stats of %s: %w", name, err)
 	}
 	return time.Duration(st.CPUStats.CPUUsage.TotalUsage), nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +112,7 @@ func (p *Platform) newEndpoint(ctx context.Context, trial, role string, spec pla
 		Image:      p.env.Image,
 		Entrypoint: strslice.StrSlice{argv[0]},
 		Cmd:        strslice.StrSlice(argv[1:]),
-		Env:        envList(spec.Env),
+		Env:        docker.EnvList(spec.Env),
 		User:       spec.User,
 		WorkingDir: platform.ContainerDir,
 		Labels: map[string]string{
@@ -286,25 +285,7 @@ func (e *endpoint) remove(ctx context.Context, logPath string) error {
 }
 
 func (e *endpoint) saveLogs(ctx context.Context, path string) error {
-	rc, err := e.p.api.ContainerLogs(ctx, e.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("reading the logs of container %s: %w", e.cname, err)
-	}
-	defer rc.Close()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("saving the logs of container %s: %w", e.cname, err)
-	}
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, rc); err != nil {
-		return fmt.Errorf("reading the logs of container %s: %w", e.cname, err)
-	}
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("saving the logs of container %s: %w", e.cname, err)
-	}
-	return nil
+	return e.p.eng.SaveLogs(ctx, e.id, e.cname, path)
 }
 
 // where says where the endpoint is, for the record.
@@ -324,15 +305,6 @@ func (e *endpoint) where() string {
 		w += "; " + o
 	}
 	return w
-}
-
-func envList(env map[string]string) []string {
-	l := make([]string, 0, len(env))
-	for k, v := range env {
-		l = append(l, k+"="+v)
-	}
-	sort.Strings(l)
-	return l
 }
 
 // server is a server endpoint.
@@ -396,16 +368,7 @@ func (s *server) Stop(ctx context.Context) error { return s.e.remove(ctx, s.logP
 
 // CPUTime implements platform.CPUReporter from the container's cgroup.
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
-	resp, err := s.e.p.api.ContainerStatsOneShot(ctx, s.e.id)
-	if err != nil {
-		return 0, fmt.Errorf("container stats of %s: %w", s.e.cname, err)
-	}
-	defer resp.Body.Close()
-	var st container.StatsResponse
-	if err := jsonDecode(resp.Body, &st); err != nil {
-		return 0, fmt.Errorf("container stats of %s: %w", s.e.cname, err)
-	}
-	return time.Duration(st.CPUStats.CPUUsage.TotalUsage), nil
+	return s.e.p.eng.CPUTime(ctx, s.e.id, s.e.cname)
 }
 
 // RunJob implements platform.JobRunner: a container joined to the technique
@@ -434,7 +397,7 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	res.Where = e.where()
 	start := time.Now()
 	ex, err := p.api.ContainerExecCreate(ctx, e.id, container.ExecOptions{
-		Cmd: res.Command, Env: envList(spec.Env), User: spec.User, WorkingDir: platform.ContainerDir,
+		Cmd: res.Command, Env: docker.EnvList(spec.Env), User: spec.User, WorkingDir: platform.ContainerDir,
 		AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {

@@ -2,10 +2,8 @@ package netns
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -163,6 +161,3 @@ func ethtoolTxCsumOff(ns, dev string) (err error) {
 	runtime.KeepAlive(&val)
 	return nil
 }
-
-// jsonDecode decodes one JSON value from r into v.
-func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

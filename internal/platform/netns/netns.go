@@ -74,6 +74,7 @@ type Platform struct {
 	kind, name string
 	env        platform.Env
 	api        client.APIClient
+	eng        *docker.Engine
 	opt        platform.Options
 	prefix     string // "nn" + run short ID + tag: starts every link name
 
@@ -115,7 +116,7 @@ func New(kind, name string, env platform.Env, eng *docker.Engine, opt platform.O
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	tag := letter + string("0123456789abcdefghijklmnopqrstuvwxyz"[seq.Add(1)%36])
-	return &Platform{kind: kind, name: name, env: env, api: eng.API(), opt: opt,
+	return &Platform{kind: kind, name: name, env: env, api: eng.API(), eng: eng, opt: opt,
 		prefix: "nn" + env.Run.Short() + tag, inUse: map[int]bool{}}, nil
 }
 
