@@ -129,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	runDir := cfg.Dir.RunDir(r.ID)
-	env := platform.Env{Run: r.ID, LogDir: filepath.Join(runDir, "logs"), Image: cfg.Image}
+	env := platform.Env{Run: r.ID, LogDir: filepath.Join(runDir, "logs"), Image: cfg.Image, Log: progressWriter{cfg.Progress}}
 	if err := os.MkdirAll(env.LogDir, 0o755); err != nil {
 		return out, fmt.Errorf("creating run directory: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"sort"
@@ -236,6 +237,16 @@ type Env struct {
 	Run    runid.ID
 	LogDir string // server output goes to LogDir/<trial>-<server>.log
 	Image  string // workload image reference for container platforms
+	// Log receives progress lines of long preparations (a VM disk build);
+	// nil discards them.
+	Log io.Writer
+}
+
+// Logf writes one progress line to e.Log, if any.
+func (e Env) Logf(format string, args ...any) {
+	if e.Log != nil {
+		fmt.Fprintf(e.Log, format+"\n", args...)
+	}
 }
 
 // Platform starts servers somewhere.

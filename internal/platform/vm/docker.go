@@ -96,7 +96,7 @@ func (p *Platform) seedDockerDisk(ctx context.Context, disk string) error {
 	if _, err := d.docker(ctx, "load", "-q", "-i", seedTar); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "vm-docker: image loaded in the guest in %v\n", time.Since(start).Round(time.Second))
+	p.env.Logf("vm-docker: image loaded in the guest in %v", time.Since(start).Round(time.Second))
 	if r, err := g.agent.Run(ctx, vmagent.Proc{Argv: []string{"rm", "-rf", filepath.Dir(seedTar)}, Dir: "/"}); err != nil || r.ExitCode != 0 {
 		return fmt.Errorf("removing the seed tar: %v %s", err, r.Stderr)
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -224,14 +225,14 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		if p.ForceUserNet {
 			p.userNet = "forced"
 		} else if p.br, err = newBridge(p.env.Run); err != nil {
+			// Describe() states the fallback and why, with every result.
 			p.userNet = "the bridge could not be made: " + err.Error()
-			fmt.Fprintf(os.Stderr, "vm: %s; falling back to QEMU user-mode networking\n", p.userNet)
 		}
 	}
 	if p.kind == platform.VM {
-		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, kver, os.Stderr)
+		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, kver, p.log())
 	} else {
-		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, kver, os.Stderr, p.seedDockerDisk)
+		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, kver, p.log(), p.seedDockerDisk)
 	}
 	if err != nil {
 		return err
@@ -455,4 +456,12 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 		return res, fmt.Errorf("job %s exited with code %d", spec.Name, res.ExitCode)
 	}
 	return res, nil
+}
+
+// log is where disk builds report progress: the run's log, or nowhere.
+func (p *Platform) log() io.Writer {
+	if p.env.Log == nil {
+		return io.Discard
+	}
+	return p.env.Log
 }
