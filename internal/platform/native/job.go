@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -33,18 +32,8 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	for _, f := range spec.Files {
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o644
-		}
-		path := filepath.Join(dir, f.Path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return res, fmt.Errorf("writing %s: %w", f.Path, err)
-		}
-		if err := os.WriteFile(path, f.Content, mode); err != nil {
-			return res, fmt.Errorf("writing %s: %w", f.Path, err)
-		}
+	if err := writeFiles(dir, spec.Files); err != nil {
+		return res, err
 	}
 	res.Command = spec.Command(platform.Listen{Host: "127.0.0.1", Ports: map[string]int{}, Dir: dir})
 	if len(res.Command) == 0 {

@@ -122,18 +122,8 @@ type server struct {
 }
 
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
-	for _, f := range spec.Files {
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o644
-		}
-		path := filepath.Join(s.dir, f.Path)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("writing %s: %w", f.Path, err)
-		}
-		if err := os.WriteFile(path, f.Content, mode); err != nil {
-			return fmt.Errorf("writing %s: %w", f.Path, err)
-		}
+	if err := writeFiles(s.dir, spec.Files); err != nil {
+		return err
 	}
 	listen := platform.Listen{Host: "127.0.0.1", Ports: s.ports, Dir: s.dir}
 	s.argv = spec.Command(listen)
@@ -369,4 +359,22 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / time.Duration(sysinfo.ClockTicks()), nil
+}
+
+// writeFiles writes a spec's files into the server's private dir.
+func writeFiles(dir string, files []platform.File) error {
+	for _, f := range files {
+		mode := os.FileMode(f.Mode)
+		if mode == 0 {
+			mode = 0o644
+		}
+		path := filepath.Join(dir, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		if err := os.WriteFile(path, f.Content, mode); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+	}
+	return nil
 }
