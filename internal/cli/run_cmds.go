@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
@@ -20,7 +19,6 @@ import (
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -244,24 +242,12 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string) error {
 		return err
 	}
 	defer db.Close()
-	r, err := db.Run(ctx, ref)
-	if err != nil {
-		return withCode(ExitBadInput, err)
-	}
-	trials, err := db.Trials(ctx, r.ID)
+	sr, err := a.loadRun(ctx, db, ref)
 	if err != nil {
 		return err
 	}
-	var platforms, workloads []string
-	if st, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg); err == nil {
-		platforms = st.PlatformNames()
-		for _, w := range st.Workloads {
-			workloads = append(workloads, w.Name)
-		}
-	}
-	res := analysis.Analyse(trials, analysis.Options{Baseline: r.Baseline, Platforms: platforms, Workloads: workloads,
-		Stats: stats.Options{Seed: uint64(r.Seed)}})
-	h := report.Header{Run: r, StopReason: r.StopReason, Notes: notes(trials)}
+	res := sr.analyse()
+	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: notes(sr.trials)}
 	if err := report.Text(a.stdout, h, res); err != nil {
 		return err
 	}
