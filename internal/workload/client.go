@@ -3,6 +3,7 @@ package workload
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
@@ -126,4 +128,23 @@ func (w *lineWriter) flush() {
 		w.fn(string(w.partial))
 		w.partial = nil
 	}
+}
+
+// StartServer starts spec on the trial's platform and records its command
+// and placement in res. Defer the returned stop with the Run's named error:
+// a server that cannot be stopped and removed spoils the trial, so stop
+// joins that failure into *err.
+func StartServer(ctx context.Context, t Trial, spec platform.Spec, res *Result) (platform.Server, func(err *error), error) {
+	srv, err := t.Platform.Start(ctx, t.Name, spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the %s server: %w", spec.Name, err)
+	}
+	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
+	res.Where = append(res.Where, srv.Describe())
+	stop := func(err *error) {
+		if serr := srv.Stop(context.WithoutCancel(ctx)); serr != nil {
+			*err = errors.Join(*err, fmt.Errorf("stopping the %s server: %w", spec.Name, serr))
+		}
+	}
+	return srv, stop, nil
 }

@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -137,18 +136,11 @@ func (in *Instance) spec() platform.Spec {
 // Run implements workload.Instance.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	srv, err := t.Platform.Start(ctx, t.Name, in.spec())
+	srv, stop, err := workload.StartServer(ctx, t, in.spec(), &res)
 	if err != nil {
-		return res, fmt.Errorf("starting redis-server: %w", err)
+		return res, err
 	}
-	defer func() {
-		// A server that could not be removed spoils the trial: say so.
-		if serr := srv.Stop(context.WithoutCancel(ctx)); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping the server: %w", serr))
-		}
-	}()
-	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
-	res.Where = append(res.Where, srv.Describe())
+	defer stop(&err)
 	addr := srv.Addr("redis")
 	if err := redisproto.WaitReady(ctx, addr, 30*time.Second); err != nil {
 		return res, err

@@ -12,7 +12,6 @@ package tcpstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -142,18 +141,11 @@ type measurement struct {
 // Run implements workload.Instance.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	srv, err := t.Platform.Start(ctx, t.Name, in.spec())
+	srv, stop, err := workload.StartServer(ctx, t, in.spec(), &res)
 	if err != nil {
-		return res, fmt.Errorf("starting the iperf3 server: %w", err)
+		return res, err
 	}
-	defer func() {
-		// A server that could not be removed spoils the trial: say so.
-		if serr := srv.Stop(context.WithoutCancel(ctx)); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping the server: %w", serr))
-		}
-	}()
-	res.Commands = append(res.Commands, "server: "+strings.Join(srv.Command(), " "))
-	res.Where = append(res.Where, srv.Describe())
+	defer stop(&err)
 	cpuRep, ok := srv.(platform.CPUReporter)
 	if !ok {
 		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
