@@ -344,7 +344,11 @@ func ovsStart(ctx context.Context, id runid.ID) error {
 	if !ovsRunning(ctx) {
 		return errors.New("starting Open vSwitch: ovsdb-server does not answer after ovs-ctl start")
 	}
-	os.WriteFile(OVSMarker, []byte(id), 0o644)
+	// Without the marker a crashed run's cleanup would leave the daemons
+	// running: no marker, no run.
+	if err := os.WriteFile(OVSMarker, []byte(id), 0o644); err != nil {
+		return fmt.Errorf("recording that this run started Open vSwitch (%s): %w", OVSMarker, err)
+	}
 	return nil
 }
 
