@@ -47,6 +47,13 @@ const DefaultSuite = "bookworm"
 var DefaultPackages = []string{
 	"redis-server", "redis-tools", "postgresql", "fio", "iperf3", "sockperf",
 	"hpcc", "openmpi-bin", "nginx", "haproxy", "nutcracker", "iproute2", "procps",
+	// the application studies' tiers: DVD Store (Apache + mod_php + PostgreSQL),
+	// CloudStone (nginx + PHP-FPM + MariaDB), the auction (Java on Tomcat,
+	// RabbitMQ, PostgreSQL)
+	"apache2", "libapache2-mod-php8.2", "php8.2-pgsql", "php8.2-fpm", "php8.2-mysql", "php8.2-gd",
+	"mariadb-server", "openjdk-17-jre-headless", "tomcat10", "rabbitmq-server",
+	// LINPACK against an optimised BLAS
+	"libopenblas0-pthread",
 }
 
 // Config says what goes into the workload image.
