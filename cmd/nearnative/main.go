@@ -11,9 +11,10 @@ import (
 )
 
 func main() {
-	// In a vm platform's guest this binary is PID 1 (/init).
-	if vmagent.IsInit() {
-		os.Exit(vmagent.Main())
+	// In a vm platform's guest this binary is PID 1 (/init); in a container
+	// of the container-per-instance layout it is the supervisor.
+	if code, ok := vmagent.Entry(); ok {
+		os.Exit(code)
 	}
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

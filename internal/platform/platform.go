@@ -77,9 +77,17 @@ type File struct {
 
 // Volume is a host directory mounted into the server's file system. On the
 // native platform the server sees the host path itself.
+//
+// In a VM the directory's contents are copied into the guest's disk at Path
+// before the server starts (the guest's virtual disk is its storage path);
+// its writes stay in the guest.
 type Volume struct {
 	HostPath string
 	Path     string // where the server sees it; ignored natively
+	// Own gives the tree to the spec's User as that user exists where the
+	// server runs (a system user's uid in the image may differ from the
+	// host's), so a database can use a data directory prepared on the host.
+	Own bool
 }
 
 // Spec describes one server process.
@@ -93,10 +101,24 @@ type Spec struct {
 	Command func(Listen) []string
 	Env     map[string]string
 	Files   []File
+	// Render, when set, returns more files once the platform has chosen
+	// where the server listens: configuration files that name the server's
+	// own address, ports or directory (an HAProxy bind line, an nginx
+	// listen directive).
+	Render  func(Listen) []File
 	Volumes []Volume
 	// User to run as (name or uid); empty means root in a container and the
 	// current user natively.
 	User string
+}
+
+// FilesFor returns the spec's files for a server listening as l: Files,
+// then what Render gives.
+func (s Spec) FilesFor(l Listen) []File {
+	if s.Render == nil {
+		return s.Files
+	}
+	return append(append([]File(nil), s.Files...), s.Render(l)...)
 }
 
 // Validate reports a malformed Spec.

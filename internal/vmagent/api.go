@@ -9,6 +9,8 @@ package vmagent
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +46,19 @@ type Proc struct {
 	Dir   string            `json:"dir"`
 	Files []File            `json:"files,omitempty"`
 	User  string            `json:"user,omitempty"`
+	// CPUSet confines the process to these CPUs (taskset), "" for none.
+	CPUSet string `json:"cpuset,omitempty"`
+	// Own lists directories given to User before the process starts
+	// (data directories copied in or mounted).
+	Own []string `json:"own,omitempty"`
+}
+
+// Status is the answer to /status: whether a started process still runs,
+// how it ended, and the tail of its output.
+type Status struct {
+	Running bool   `json:"running"`
+	Exit    string `json:"exit,omitempty"`
+	Tail    string `json:"tail,omitempty"`
 }
 
 // Started is the answer to /start.
@@ -85,7 +100,12 @@ type Client struct {
 
 // NewClient returns a client for the agent at host.
 func NewClient(host, token string) *Client {
-	return &Client{Base: "http://" + host + ":" + strconv.Itoa(Port), Token: token,
+	return NewClientAddr(host+":"+strconv.Itoa(Port), token)
+}
+
+// NewClientAddr returns a client for the agent at host:port.
+func NewClientAddr(addr, token string) *Client {
+	return &Client{Base: "http://" + addr, Token: token,
 		HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 }
 
@@ -172,5 +192,21 @@ func (c *Client) CPUTime(ctx context.Context, pid int) (time.Duration, error) {
 	return r.Time, err
 }
 
+// Status says whether pid still runs and gives the tail of its output.
+func (c *Client) Status(ctx context.Context, pid int) (Status, error) {
+	var r Status
+	err := c.call(ctx, "/status?pid="+strconv.Itoa(pid), nil, &r)
+	return r, err
+}
+
 // Poweroff asks the guest to sync and power off.
 func (c *Client) Poweroff(ctx context.Context) error { return c.call(ctx, "/poweroff", nil, nil) }
+
+// NewToken returns a fresh random API token.
+func NewToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}

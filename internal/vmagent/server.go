@@ -33,6 +33,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
+	err  error // how it ended, once done is closed
 }
 
 func serve(params map[string]string) error {
@@ -65,6 +66,7 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/stop", a.auth(a.stop))
 	mux.HandleFunc("/run", a.auth(a.run))
 	mux.HandleFunc("/cpu", a.auth(a.cpu))
+	mux.HandleFunc("/status", a.auth(a.status))
 	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -131,7 +133,15 @@ func prepare(p Proc) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s not found in the guest: %w", p.Argv[0], err)
 	}
-	cmd := exec.Command(bin, p.Argv[1:]...)
+	argv := append([]string{bin}, p.Argv[1:]...)
+	if p.CPUSet != "" {
+		ts, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, fmt.Errorf("pinning %s to CPUs %s: %w", p.Argv[0], p.CPUSet, err)
+		}
+		argv = append([]string{ts, "-c", p.CPUSet}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = os.Environ()
 	for k, v := range p.Env {
@@ -145,12 +155,14 @@ func prepare(p Proc) (*exec.Cmd, error) {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		filepath.WalkDir(p.Dir, func(path string, _ os.DirEntry, err error) error {
-			if err == nil {
-				os.Lchown(path, uid, gid)
-			}
-			return nil
-		})
+		for _, dir := range append([]string{p.Dir}, p.Own...) {
+			filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+				if err == nil {
+					os.Lchown(path, uid, gid)
+				}
+				return nil
+			})
+		}
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	return cmd, nil
@@ -181,7 +193,7 @@ func (a *agent) start(r *http.Request) (any, error) {
 	}
 	pr := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		pr.err = cmd.Wait()
 		untrack(cmd.Process.Pid)
 		f.Close()
 		close(pr.done)
@@ -287,6 +299,32 @@ func (a *agent) run(r *http.Request) (any, error) {
 		res.Error = err.Error()
 	}
 	return res, nil
+}
+
+func (a *agent) status(r *http.Request) (any, error) {
+	pid, err := strconv.Atoi(r.URL.Query().Get("pid"))
+	if err != nil {
+		return nil, fmt.Errorf("pid: %w", err)
+	}
+	a.mu.Lock()
+	pr := a.procs[pid]
+	a.mu.Unlock()
+	if pr == nil {
+		return nil, fmt.Errorf("no process %d was started here", pid)
+	}
+	var st Status
+	out, _ := os.ReadFile(pr.log)
+	st.Tail = tail(out)
+	select {
+	case <-pr.done:
+		st.Exit = fmt.Sprintf("exited: %v", pr.cmd.ProcessState)
+		if pr.err != nil {
+			st.Exit = fmt.Sprintf("exited: %v", pr.err)
+		}
+	default:
+		st.Running = true
+	}
+	return st, nil
 }
 
 func (a *agent) cpu(r *http.Request) (any, error) {

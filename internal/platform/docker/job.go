@@ -32,7 +32,7 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 	if err := p.ensureNetwork(ctx); err != nil {
 		return res, err
 	}
-	cfg, hc := p.containerConfig(trial, spec, pl, res.Command)
+	cfg, hc := p.containerConfig(trial, spec, pl, res.Command, p.opt.CPUSet)
 	name := ContainerName(p.env.Run, trial, spec.Name)
 	cli := p.eng.cli
 	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
@@ -45,8 +45,8 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 			err = errors.Join(err, fmt.Errorf("removing job container %s: %w", name, serr))
 		}
 	}()
-	if len(spec.Files) > 0 {
-		tarball, err := filesTar(spec.Files, owner{})
+	if files := spec.FilesFor(pl.listen); len(files) > 0 {
+		tarball, err := filesTar(files, owner{})
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", p.name, err)
 		}

@@ -153,7 +153,7 @@ func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
 }
 
 // containerConfig builds the create request for spec.
-func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl plan, argv []string) (*container.Config, *container.HostConfig) {
+func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl plan, argv []string, cpuset string) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:      p.env.Image,
 		Entrypoint: strslice.StrSlice{argv[0]},
@@ -176,7 +176,7 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		Init:        &useInit,
 		NetworkMode: network.NetworkBridge,
 		Resources: container.Resources{
-			CpusetCpus: p.opt.CPUSet,
+			CpusetCpus: cpuset,
 			NanoCPUs:   int64(math.Round(p.opt.CPUs * 1e9)),
 		},
 	}
@@ -219,7 +219,7 @@ func EnvList(env map[string]string) []string {
 
 // Start creates and starts the container of spec and returns once it runs.
 // Whatever it made is removed again when it fails.
-func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.Spec) (_ platform.Server, err error) {
+func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -227,6 +227,13 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
+	return p.start(ctx, trial, spec, pl, p.opt.CPUSet)
+}
+
+// start creates and starts the container of spec as planned, confined to
+// cpuset ("" for none). A plan without a client host gets the container's
+// address on its network.
+func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.Spec, pl plan, cpuset string) (_ *server, err error) {
 	argv := spec.Command(pl.listen)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
@@ -234,7 +241,7 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	if err := p.ensureNetwork(ctx); err != nil {
 		return nil, err
 	}
-	cfg, hc := p.containerConfig(trial, spec, pl, argv)
+	cfg, hc := p.containerConfig(trial, spec, pl, argv, cpuset)
 	name := ContainerName(p.env.Run, trial, spec.Name)
 	cli := p.eng.cli
 
@@ -270,12 +277,15 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	// Files go to the server's directory, which belongs to the container's
 	// user so that the server may keep data there. As root with no files,
 	// the WorkingDir the daemon made will do.
-	if len(spec.Files) > 0 || spec.User != "" {
+	if files := spec.FilesFor(pl.listen); len(files) > 0 || spec.User != "" {
 		own, err := p.containerOwner(ctx, created.ID, spec.User)
 		if err != nil {
 			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 		}
-		tarball, err := filesTar(spec.Files, own)
+		if err := ownVolumes(spec.Volumes, own); err != nil {
+			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
+		}
+		tarball, err := filesTar(files, own)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -313,6 +323,9 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 		if s.bridgeIP == "" {
 			return nil, fmt.Errorf("%s: container %s has no address on the default bridge", p.name, name)
 		}
+		pl.clientHost = s.bridgeIP
+	}
+	if pl.clientHost == "" {
 		pl.clientHost = s.bridgeIP
 	}
 	s.addrs = make(map[string]string, len(spec.Ports))

@@ -11,7 +11,12 @@ import (
 	"strconv"
 	"strings"
 
+	"os"
+	"path/filepath"
+
 	"github.com/docker/docker/errdefs"
+
+	"github.com/nearnative/nearnative/internal/platform"
 )
 
 // owner is who the server's directory and files belong to in the container.
@@ -117,6 +122,27 @@ func findEntry(file []byte, minFields, col int, value string) []string {
 		}
 		if _, err := strconv.Atoi(f[2]); err == nil {
 			return f
+		}
+	}
+	return nil
+}
+
+// ownVolumes gives the host trees of the volumes marked Own to the
+// container user own, so that a server running as a system user of the image
+// can write a data directory prepared on the host.
+func ownVolumes(vols []platform.Volume, own owner) error {
+	for _, v := range vols {
+		if !v.Own {
+			continue
+		}
+		err := filepath.WalkDir(v.HostPath, func(p string, _ os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, own.uid, own.gid)
+		})
+		if err != nil {
+			return fmt.Errorf("giving volume %s to uid %d: %w", v.HostPath, own.uid, err)
 		}
 	}
 	return nil

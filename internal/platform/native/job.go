@@ -32,10 +32,11 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	if err := writeFiles(dir, spec.Files); err != nil {
+	listen := platform.Listen{Host: "127.0.0.1", Ports: map[string]int{}, Dir: dir}
+	if err := writeFiles(dir, spec.FilesFor(listen)); err != nil {
 		return res, err
 	}
-	res.Command = spec.Command(platform.Listen{Host: "127.0.0.1", Ports: map[string]int{}, Dir: dir})
+	res.Command = spec.Command(listen)
 	if len(res.Command) == 0 {
 		return res, fmt.Errorf("job %s: empty command", spec.Name)
 	}

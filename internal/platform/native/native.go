@@ -95,11 +95,16 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err != nil {
 		return nil, err
 	}
+	return p.start(ctx, trial, spec, ports, p.opt.CPUSet)
+}
+
+// start starts spec on the given ports, confined to cpuset ("" for none).
+func (p *Platform) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string) (platform.Server, error) {
 	dir, err := state.TempDir(p.env.Run, trial+"-"+spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{p: p, name: trial + "-" + spec.Name, dir: dir, ports: ports}
+	s := &server{p: p, name: trial + "-" + spec.Name, dir: dir, ports: ports, cpuset: cpuset}
 	if err := s.start(ctx, spec); err != nil {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -112,6 +117,7 @@ type server struct {
 	name    string
 	dir     string
 	ports   map[string]int
+	cpuset  string
 	argv    []string
 	cmd     *exec.Cmd
 	group   *cgroup.Group
@@ -122,10 +128,10 @@ type server struct {
 }
 
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
-	if err := writeFiles(s.dir, spec.Files); err != nil {
+	listen := platform.Listen{Host: "127.0.0.1", Ports: s.ports, Dir: s.dir}
+	if err := writeFiles(s.dir, spec.FilesFor(listen)); err != nil {
 		return err
 	}
-	listen := platform.Listen{Host: "127.0.0.1", Ports: s.ports, Dir: s.dir}
 	s.argv = spec.Command(listen)
 	if len(s.argv) == 0 {
 		return fmt.Errorf("server %s: empty command", spec.Name)
@@ -142,7 +148,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		}
 		l.Close()
 	}
-	lim := cgroup.Limits{CPUSet: s.p.opt.CPUSet, CPUs: s.p.opt.CPUs, MemoryBytes: s.p.opt.MemoryBytes()}
+	lim := cgroup.Limits{CPUSet: s.cpuset, CPUs: s.p.opt.CPUs, MemoryBytes: s.p.opt.MemoryBytes()}
 	argv := append([]string{bin}, s.argv[1:]...)
 	if spec.User != "" {
 		// Drop privileges after joining the cgroup (which needs root), with
@@ -153,6 +159,13 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		}
 		if err := chownTree(s.dir, uid, gid); err != nil {
 			return err
+		}
+		for _, v := range spec.Volumes {
+			if v.Own {
+				if err := chownTree(v.HostPath, uid, gid); err != nil {
+					return err
+				}
+			}
 		}
 		argv = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--init-groups", "--"}, argv...)
 	}
@@ -291,7 +304,9 @@ func (s *server) Describe() string {
 	if s.cmd != nil && s.cmd.Process != nil {
 		d += fmt.Sprintf(" pid %d", s.cmd.Process.Pid)
 	}
-	if o := s.p.opt.String(); o != "" {
+	o := s.p.opt
+	o.CPUSet = s.cpuset
+	if o := o.String(); o != "" {
 		d += " (" + o + " via cgroup)"
 	}
 	return d + ", client via 127.0.0.1"

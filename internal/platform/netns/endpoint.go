@@ -322,7 +322,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if len(spec.Files) > 0 {
+	if len(spec.Files) > 0 || spec.Render != nil {
 		return nil, fmt.Errorf("%s: server %s: spec files are not supported on this platform", p.name, spec.Name)
 	}
 	ports, err := platform.AssignPorts(spec, "127.0.0.1")
@@ -378,7 +378,7 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	if err := spec.Validate(); err != nil {
 		return res, err
 	}
-	if len(spec.Files) > 0 {
+	if len(spec.Files) > 0 || spec.Render != nil {
 		return res, fmt.Errorf("%s: job %s: spec files are not supported on this platform", p.name, spec.Name)
 	}
 	res.Command = spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{}, Dir: platform.ContainerDir})

@@ -159,13 +159,13 @@ func (s *dockerServer) start(ctx context.Context, spec platform.Spec) error {
 		return err
 	}
 	hostDir := platform.ContainerDir + "/" + spec.Name
-	// Write the files into the guest directory the container mounts.
-	if r, err := s.g.agent.Run(ctx, vmagent.Proc{Argv: []string{"true"}, Dir: hostDir, Files: agentFiles(spec.Files)}); err != nil || r.ExitCode != 0 {
-		return fmt.Errorf("writing the files of %s in the guest: %v %s", spec.Name, err, r.Stderr)
-	}
 	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports, Dir: platform.ContainerDir}
 	if s.p.kind == KindDockerHost {
 		l.Host = s.g.ip
+	}
+	// Write the files into the guest directory the container mounts.
+	if r, err := s.g.agent.Run(ctx, vmagent.Proc{Argv: []string{"true"}, Dir: hostDir, Files: agentFiles(spec.FilesFor(l))}); err != nil || r.ExitCode != 0 {
+		return fmt.Errorf("writing the files of %s in the guest: %v %s", spec.Name, err, r.Stderr)
 	}
 	s.argv = spec.Command(l)
 	args := append([]string{"run", "-d"}, s.p.dockerRunArgs(s.cname, spec, l, hostDir, s.g.ip)...)
@@ -249,10 +249,10 @@ func (p *Platform) runDockerJob(ctx context.Context, trial string, spec platform
 	}
 	defer d.stop(context.WithoutCancel(ctx))
 	hostDir := platform.ContainerDir + "/" + spec.Name
-	if r, err := g.agent.Run(ctx, vmagent.Proc{Argv: []string{"true"}, Dir: hostDir, Files: agentFiles(spec.Files)}); err != nil || r.ExitCode != 0 {
+	l := platform.Listen{Host: "0.0.0.0", Ports: map[string]int{}, Dir: platform.ContainerDir}
+	if r, err := g.agent.Run(ctx, vmagent.Proc{Argv: []string{"true"}, Dir: hostDir, Files: agentFiles(spec.FilesFor(l))}); err != nil || r.ExitCode != 0 {
 		return res, fmt.Errorf("writing the files of %s in the guest: %v %s", spec.Name, err, r.Stderr)
 	}
-	l := platform.Listen{Host: "0.0.0.0", Ports: map[string]int{}, Dir: platform.ContainerDir}
 	res.Command = spec.Command(l)
 	res.Where = "container in the Docker engine of a " + p.where(g)
 	args := append([]string{"docker", "run", "--rm"}, p.dockerRunArgs("nn-"+spec.Name, spec, l, hostDir, g.ip)...)

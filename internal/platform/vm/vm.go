@@ -341,12 +341,13 @@ type server struct {
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	var err error
 	dir := platform.ContainerDir + "/" + spec.Name
-	s.argv = spec.Command(platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir})
+	l := platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir}
+	s.argv = spec.Command(l)
 	if len(s.argv) == 0 {
 		return fmt.Errorf("server %s: empty command", spec.Name)
 	}
 	s.pid, err = s.g.agent.Start(ctx, vmagent.Proc{
-		Name: spec.Name, Argv: s.argv, Env: spec.Env, Dir: dir, Files: agentFiles(spec.Files), User: spec.User,
+		Name: spec.Name, Argv: s.argv, Env: spec.Env, Dir: dir, Files: agentFiles(spec.FilesFor(l)), User: spec.User,
 	})
 	if err != nil {
 		return fmt.Errorf("server %s in the guest: %w", spec.Name, err)
@@ -434,13 +435,14 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	}
 	defer g.shutdown(context.WithoutCancel(ctx))
 	dir := platform.ContainerDir + "/" + spec.Name
-	res.Command = spec.Command(platform.Listen{Host: g.ip, Ports: map[string]int{}, Dir: dir})
+	l := platform.Listen{Host: g.ip, Ports: map[string]int{}, Dir: dir}
+	res.Command = spec.Command(l)
 	res.Where = p.where(g)
 	if len(res.Command) == 0 {
 		return res, fmt.Errorf("job %s: empty command", spec.Name)
 	}
 	r, err := g.agent.Run(ctx, vmagent.Proc{
-		Name: spec.Name, Argv: res.Command, Env: spec.Env, Dir: dir, Files: agentFiles(spec.Files), User: spec.User,
+		Name: spec.Name, Argv: res.Command, Env: spec.Env, Dir: dir, Files: agentFiles(spec.FilesFor(l)), User: spec.User,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -1,0 +1,535 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/nearnative/nearnative/internal/deploy"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/topology"
+	"github.com/nearnative/nearnative/internal/vmagent"
+)
+
+// AgentExe is the nearnative binary bind-mounted into supervisor containers;
+// empty means the running executable. Tests whose binary is not nearnative
+// set it (their TestMain must call vmagent.Entry).
+var AgentExe string
+
+// agentPort is where a supervisor listens inside a container's own network
+// namespace.
+const agentPort = 7977
+
+// agentTimeout bounds how long a supervisor may take to answer.
+const agentTimeout = 30 * time.Second
+
+// Machine implements deploy.Backend.
+func (p *dockerPlatform) Machine() topology.Machine {
+	return topology.Machine{CPUs: deploy.HostCPUs()}
+}
+
+// Open implements deploy.Backend. Under container-per-server a group of one
+// server is a container running that server, as Start makes it; a group of
+// several servers (roles that share a Group, or a whole instance under
+// container-per-instance) is one container whose command is nearnative's
+// supervisor, which starts the servers as the host asks. Servers in one
+// container reach each other on 127.0.0.1; servers in different containers
+// reach each other at the container's address on the platform's network
+// (the default bridge, the run's own network, or the host network, where
+// everything is 127.0.0.1). Only the entry roles' ports are published on
+// the NAT and proxy paths.
+func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
+	ports, err := deploy.Ports(plan, "0.0.0.0")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	return &site{p: p, trial: trial, plan: plan, ports: ports, groups: map[string]*group{}}, nil
+}
+
+type site struct {
+	p     *dockerPlatform
+	trial string
+	plan  *topology.Plan
+	ports map[topology.ServerID]map[string]int
+
+	mu     sync.Mutex
+	groups map[string]*group
+	order  []string
+}
+
+// group is one container of the topology.
+type group struct {
+	name    string
+	members []deploy.Member
+	// direct: the group is one server's own container.
+	direct bool
+	srv    *server
+	// supervised: a container running the supervisor.
+	id, cname string
+	ip        string // its address on the platform's network (127.0.0.1 on the host network)
+	cpus      string
+	agent     *vmagent.Client
+	started   []string
+}
+
+func (s *site) Port(id topology.ServerID, port string) int { return deploy.PortOf(s.ports, id, port) }
+
+// listenHost is where servers bind inside their container.
+func (s *site) listenHost() string {
+	if s.p.kind == platform.DockerHost {
+		return "127.0.0.1"
+	}
+	return "0.0.0.0"
+}
+
+// publishOn is the host address an entry server's ports are published on,
+// "" where nothing is published.
+func (s *site) publishOn(entry bool) (string, error) {
+	if !entry {
+		return "", nil
+	}
+	switch s.p.kind {
+	case platform.DockerNAT:
+		ip, err := PrimaryAddr()
+		if err != nil {
+			return "", err
+		}
+		return ip.String(), nil
+	case platform.DockerProxy:
+		return "127.0.0.1", nil
+	}
+	return "", nil
+}
+
+func (s *site) cpuset(sv topology.Server) string {
+	if sv.CPUSet != "" {
+		return sv.CPUSet
+	}
+	return s.p.opt.CPUSet
+}
+
+func (s *site) OpenGroup(ctx context.Context, name string, members []deploy.Member) error {
+	g := &group{name: name, members: members, direct: len(members) == 1}
+	if !g.direct {
+		if err := s.openSupervisor(ctx, g); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.groups[name] = g
+	s.order = append(s.order, name)
+	s.mu.Unlock()
+	return nil
+}
+
+// openSupervisor creates and starts the container of a group of several
+// servers, with every member's volumes and the entry members' published
+// ports, and waits for its supervisor to answer.
+func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
+	exe := AgentExe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding the nearnative binary for the supervisor: %w", err)
+		}
+	}
+	token := vmagent.NewToken()
+	listen := "0.0.0.0:" + strconv.Itoa(agentPort)
+	if s.p.kind == platform.DockerHost {
+		free, err := platform.FreePorts("127.0.0.1", 1)
+		if err != nil {
+			return err
+		}
+		listen = "127.0.0.1:" + strconv.Itoa(free[0])
+	}
+	g.cname = ContainerName(s.p.env.Run, s.trial, g.name)
+	cfg := &container.Config{
+		Image:      s.p.env.Image,
+		Entrypoint: strslice.StrSlice{vmagent.SupervisorPath},
+		Env:        []string{vmagent.TokenEnv + "=" + token, vmagent.ListenEnv + "=" + listen},
+		WorkingDir: "/",
+		Labels: map[string]string{runid.Label: string(s.p.env.Run), runid.LabelRole: g.name,
+			LabelTrial: s.trial, LabelPlatform: s.p.name},
+		ExposedPorts: nat.PortSet{},
+	}
+	useInit := true
+	hc := &container.HostConfig{
+		Init:        &useInit,
+		NetworkMode: network.NetworkBridge,
+		Resources:   container.Resources{NanoCPUs: int64(math.Round(s.p.opt.CPUs * 1e9))},
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}},
+	}
+	if m := s.p.opt.MemoryBytes(); m > 0 {
+		hc.Resources.Memory, hc.Resources.MemorySwap = m, m
+	}
+	switch s.p.kind {
+	case platform.DockerHost:
+		hc.NetworkMode = network.NetworkHost
+	case platform.DockerNetwork:
+		hc.NetworkMode = container.NetworkMode(s.p.net.name)
+	}
+	var sets []string
+	for _, m := range g.members {
+		if c := s.cpuset(m.Server); c != "" {
+			sets = append(sets, c)
+		}
+		for _, v := range m.Spec.Volumes {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
+		}
+		on, err := s.publishOn(m.Server.Entry)
+		if err != nil {
+			return err
+		}
+		for _, pn := range m.Server.Ports {
+			port := nat.Port(strconv.Itoa(s.Port(m.Server.ID, pn)) + "/tcp")
+			if s.p.kind == platform.DockerHost {
+				continue
+			}
+			cfg.ExposedPorts[port] = struct{}{}
+			if on != "" {
+				if hc.PortBindings == nil {
+					hc.PortBindings = nat.PortMap{}
+				}
+				hc.PortBindings[port] = []nat.PortBinding{{HostIP: on, HostPort: port.Port()}}
+			}
+		}
+	}
+	if len(sets) == len(g.members) {
+		// Every member is confined: the container gets their union; a
+		// member without a set may use any CPU, and so may the container.
+		g.cpus = unionCPUs(sets)
+		hc.Resources.CpusetCpus = g.cpus
+	}
+	cli := s.p.eng.cli
+	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, g.cname)
+	if err != nil {
+		return fmt.Errorf("creating container %s: %w", g.cname, err)
+	}
+	g.id = created.ID
+	defer func() {
+		if err != nil {
+			s.removeSupervisor(context.WithoutCancel(ctx), g)
+		}
+	}()
+	if err := cli.ContainerStart(ctx, g.id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("starting container %s: %w", g.cname, err)
+	}
+	insp, err := cli.ContainerInspect(ctx, g.id)
+	if err != nil {
+		return fmt.Errorf("inspecting container %s: %w", g.cname, err)
+	}
+	switch s.p.kind {
+	case platform.DockerHost:
+		g.ip = "127.0.0.1"
+	case platform.DockerNetwork:
+		g.ip = s.p.networkIP(insp)
+	default:
+		g.ip = bridgeIP(insp)
+	}
+	if g.ip == "" {
+		return fmt.Errorf("container %s has no address on its network", g.cname)
+	}
+	_, port, _ := strings.Cut(listen, ":")
+	g.agent = vmagent.NewClientAddr(g.ip+":"+port, token)
+	wctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	defer cancel()
+	if err := g.agent.WaitReady(wctx); err != nil {
+		tail := (&server{eng: s.p.eng, id: g.id}).logTail(context.WithoutCancel(ctx), logTailLines)
+		return fmt.Errorf("the supervisor in container %s did not answer within %v: %w; its log:\n%s", g.cname, agentTimeout, err, indent(tail))
+	}
+	return nil
+}
+
+func (s *site) removeSupervisor(ctx context.Context, g *group) error {
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	cli := s.p.eng.cli
+	var errs []error
+	timeout := stopTimeout
+	if err := cli.ContainerStop(ctx, g.id, container.StopOptions{Timeout: &timeout}); err != nil && !gone(err) {
+		errs = append(errs, fmt.Errorf("stopping container %s: %w", g.cname, err))
+	}
+	if path := logPath(s.p.env.LogDir, s.trial, g.name+"-supervisor"); path != "" {
+		if err := s.p.eng.SaveLogs(ctx, g.id, g.cname, path); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := cli.ContainerRemove(ctx, g.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !gone(err) {
+		errs = append(errs, fmt.Errorf("removing container %s: %w", g.cname, err))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *site) group(name string) (*group, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[name]
+	if !ok {
+		return nil, fmt.Errorf("container group %s is not open", name)
+	}
+	return g, nil
+}
+
+func (s *site) Start(ctx context.Context, m deploy.Member) (platform.Server, error) {
+	g, err := s.group(m.Server.Group)
+	if err != nil {
+		return nil, err
+	}
+	if g.direct {
+		return s.startDirect(ctx, g, m)
+	}
+	return s.startSupervised(ctx, g, m)
+}
+
+// startDirect starts a one-server group's container.
+func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (platform.Server, error) {
+	pl := plan{listen: platform.Listen{Host: s.listenHost(), Ports: s.ports[m.Server.ID], Dir: platform.ContainerDir}}
+	on, err := s.publishOn(m.Server.Entry)
+	if err != nil {
+		return nil, err
+	}
+	pl.publishOn, pl.clientHost = on, on
+	if s.p.kind == platform.DockerHost {
+		pl.clientHost = "127.0.0.1"
+	}
+	srv, err := s.p.start(ctx, s.trial, m.Spec, pl, s.cpuset(m.Server))
+	if err != nil {
+		return nil, err
+	}
+	g.srv = srv
+	g.ip, g.cname, g.cpus = srv.bridgeIP, srv.name, s.cpuset(m.Server)
+	if s.p.kind == platform.DockerHost {
+		g.ip = "127.0.0.1"
+	}
+	g.started = append(g.started, m.Server.ID.Name())
+	return srv, nil
+}
+
+// startSupervised starts a server through its container's supervisor.
+func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (platform.Server, error) {
+	spec := m.Spec
+	dir := platform.ContainerDir + "/" + spec.Name
+	l := platform.Listen{Host: s.listenHost(), Ports: s.ports[m.Server.ID], Dir: dir}
+	argv := spec.Command(l)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("server %s: empty command", spec.Name)
+	}
+	var own []string
+	for _, v := range spec.Volumes {
+		if v.Own {
+			own = append(own, v.Path)
+		}
+	}
+	pid, err := g.agent.Start(ctx, vmagent.Proc{Name: spec.Name, Argv: argv, Env: spec.Env, Dir: dir,
+		Files: agentFilesOf(spec.FilesFor(l)), User: spec.User, CPUSet: m.Server.CPUSet, Own: own})
+	if err != nil {
+		return nil, fmt.Errorf("server %s in container %s: %w", spec.Name, g.cname, err)
+	}
+	ss := &supervised{site: s, g: g, m: m, argv: argv, pid: pid, addrs: map[string]string{}}
+	on, err := s.publishOn(m.Server.Entry)
+	if err != nil {
+		return nil, err
+	}
+	for _, pn := range m.Server.Ports {
+		host := g.ip
+		if on != "" {
+			host = on
+		}
+		ss.addrs[pn] = deploy.JoinPort(host, s.Port(m.Server.ID, pn))
+	}
+	g.started = append(g.started, m.Server.ID.Name())
+	return ss, nil
+}
+
+func agentFilesOf(fs []platform.File) []vmagent.File {
+	var out []vmagent.File
+	for _, f := range fs {
+		out = append(out, vmagent.File{Path: f.Path, Content: f.Content, Mode: f.Mode})
+	}
+	return out
+}
+
+func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
+	p := s.Port(to.ID, port)
+	if s.p.kind == platform.DockerHost {
+		return deploy.JoinPort("127.0.0.1", p), nil
+	}
+	if from.Group == to.Group && len(s.plan.Group(to.Group)) > 1 {
+		// One container under the supervisor, which may not run yet.
+		return deploy.JoinPort("127.0.0.1", p), nil
+	}
+	g, err := s.group(to.Group)
+	if err != nil {
+		return "", err
+	}
+	if g.ip == "" {
+		return "", fmt.Errorf("%s has no address yet: it has not started", to.ID.Name())
+	}
+	return deploy.JoinPort(g.ip, p), nil
+}
+
+func (s *site) Places() []deploy.Place {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []deploy.Place
+	for _, name := range s.order {
+		g := s.groups[name]
+		pl := deploy.Place{Name: g.cname, Kind: "container", Address: g.ip, CPUs: g.cpus, Servers: g.started}
+		if g.direct {
+			pl.Detail = "the server is the container's command"
+		} else {
+			pl.Detail = "servers started by nearnative's supervisor in the container, peers on 127.0.0.1"
+		}
+		pl.Detail += "; image " + s.p.env.Image
+		out = append(out, pl)
+	}
+	return out
+}
+
+func (s *site) Close(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, name := range s.order {
+		if g := s.groups[name]; !g.direct && g.id != "" {
+			errs = append(errs, s.removeSupervisor(ctx, g))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// supervised is a server started by a container's supervisor.
+type supervised struct {
+	site  *site
+	g     *group
+	m     deploy.Member
+	argv  []string
+	pid   int
+	addrs map[string]string
+	once  sync.Once
+	err   error
+}
+
+func (s *supervised) Addr(port string) string {
+	a, ok := s.addrs[port]
+	if !ok {
+		panic(fmt.Sprintf("docker: port %q not declared by %s", port, s.m.Spec.Name))
+	}
+	return a
+}
+
+func (s *supervised) Command() []string { return append([]string(nil), s.argv...) }
+
+func (s *supervised) Describe() string {
+	var ports []string
+	for _, pn := range s.m.Server.Ports {
+		ports = append(ports, pn+" "+s.addrs[pn])
+	}
+	sort.Strings(ports)
+	how := "on " + s.g.ip
+	if s.site.p.kind == platform.DockerHost {
+		how = "on the host network"
+	}
+	return fmt.Sprintf("process pid %d in container %s (several servers under nearnative's supervisor) %s; client to %s",
+		s.pid, s.g.cname, how, strings.Join(ports, ", "))
+}
+
+// CPUTime implements platform.CPUReporter: the server process's own CPU
+// time (with reaped children), as the container's kernel counts it.
+func (s *supervised) CPUTime(ctx context.Context) (time.Duration, error) {
+	return s.g.agent.CPUTime(ctx, s.pid)
+}
+
+// LogTail implements deploy.LogTailer.
+func (s *supervised) LogTail(ctx context.Context, lines int) string {
+	st, err := s.g.agent.Status(ctx, s.pid)
+	if err != nil {
+		return fmt.Sprintf("(log unavailable: %v)", err)
+	}
+	return lastLines(st.Tail, lines)
+}
+
+// Exited implements deploy.Exiter.
+func (s *supervised) Exited(ctx context.Context) error {
+	st, err := s.g.agent.Status(ctx, s.pid)
+	if err != nil {
+		return err
+	}
+	if !st.Running {
+		return errors.New(st.Exit)
+	}
+	return nil
+}
+
+// Stop stops the process through the supervisor and saves its output.
+func (s *supervised) Stop(ctx context.Context) error {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+		defer cancel()
+		out, err := s.g.agent.Stop(ctx, s.pid, stopTimeout*time.Second)
+		if path := logPath(s.site.p.env.LogDir, s.site.trial, s.m.Spec.Name); path != "" && len(out) > 0 {
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if werr := os.WriteFile(path, out, 0o644); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+		s.err = err
+	})
+	return s.err
+}
+
+// LogTail implements deploy.LogTailer for a server's own container.
+func (s *server) LogTail(ctx context.Context, lines int) string { return s.logTail(ctx, lines) }
+
+// Exited implements deploy.Exiter for a server's own container.
+func (s *server) Exited(ctx context.Context) error {
+	insp, err := s.eng.cli.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return fmt.Errorf("inspecting container %s: %w", s.name, err)
+	}
+	if insp.State != nil && !insp.State.Running {
+		return fmt.Errorf("container %s exited with code %d", s.name, insp.State.ExitCode)
+	}
+	return nil
+}
+
+// unionCPUs merges CPU lists.
+func unionCPUs(sets []string) string {
+	seen := map[int]bool{}
+	var all []int
+	for _, set := range sets {
+		cpus, _ := platform.ParseCPUSet(set)
+		for _, c := range cpus {
+			if !seen[c] {
+				seen[c] = true
+				all = append(all, c)
+			}
+		}
+	}
+	return topology.FormatCPUs(all)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
