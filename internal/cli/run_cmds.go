@@ -15,6 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
@@ -159,6 +160,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	out, err := engine.Run(ctx, engine.Config{
 		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Platforms: opener.Open, Image: imageRef,
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
+		Host: func(env platform.Env) (platform.Platform, error) {
+			return native.New("host", env, a.dir, platform.Options{})
+		},
 	})
 	for _, s := range opener.Skipped {
 		fmt.Fprintf(a.stderr, "skipped platform %s\n", s)

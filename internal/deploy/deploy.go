@@ -106,6 +106,7 @@ type Deployment struct {
 	plan     *topology.Plan
 	platform string
 	site     Site
+	host     Site       // the OnHost roles' site, nil without any
 	servers  []*Running // by plan index; nil until started
 	stopOnce sync.Once
 	stopErr  error
@@ -165,12 +166,28 @@ func (d *Deployment) Entries(role, port string) []string {
 }
 
 // Places describes where everything ran.
-func (d *Deployment) Places() []Place { return d.site.Places() }
+func (d *Deployment) Places() []Place {
+	out := d.site.Places()
+	if d.host != nil {
+		for _, p := range d.host.Places() {
+			p.Name, p.Detail = "host beside the driver", "OnHost roles, the same on every platform; "+p.Detail
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (d *Deployment) siteOf(s topology.Server) Site {
+	if s.OnHost {
+		return d.host
+	}
+	return d.site
+}
 
 // Where is one line per place, for a trial's record.
 func (d *Deployment) Where() []string {
 	var out []string
-	for _, p := range d.site.Places() {
+	for _, p := range d.Places() {
 		line := fmt.Sprintf("%s %s: %s", p.Kind, p.Name, strings.Join(p.Servers, ", "))
 		if p.Address != "" {
 			line += " at " + p.Address
@@ -234,6 +251,11 @@ func (d *Deployment) Stop(ctx context.Context) error {
 		if err := d.site.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		if d.host != nil {
+			if err := d.host.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		d.stopErr = errors.Join(errs...)
 	})
 	return d.stopErr
@@ -243,6 +265,9 @@ func (d *Deployment) Stop(ctx context.Context) error {
 type Options struct {
 	// Log receives one line per started server (nil: none).
 	Log io.Writer
+	// Host deploys the roles marked OnHost (the native platform): they run
+	// beside the driver whatever the platform.
+	Host Backend
 }
 
 // Deploy plans topology t for platform p, starts it, and returns once every
@@ -257,6 +282,9 @@ func Deploy(ctx context.Context, p platform.Platform, trial string, t topology.T
 	if err != nil {
 		return nil, err
 	}
+	if plan.HasOnHost() && opt.Host == nil {
+		return nil, fmt.Errorf("deploy: the topology has roles that run beside the driver, but no host platform was given")
+	}
 	site, err := be.Open(ctx, trial, plan)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Name(), err)
@@ -269,6 +297,11 @@ func Deploy(ctx context.Context, p platform.Platform, trial string, t topology.T
 			}
 		}
 	}()
+	if plan.HasOnHost() {
+		if d.host, err = opt.Host.Open(ctx, trial, plan); err != nil {
+			return nil, fmt.Errorf("the host beside the driver: %w", err)
+		}
+	}
 	opened := map[string]bool{}
 	specs := map[int]platform.Spec{}
 	for _, wave := range plan.Waves {
@@ -279,13 +312,13 @@ func Deploy(ctx context.Context, p platform.Platform, trial string, t topology.T
 				if err != nil {
 					return nil, err
 				}
-				if err := site.OpenGroup(ctx, s.Group, members); err != nil {
+				if err := d.siteOf(s).OpenGroup(ctx, s.Group, members); err != nil {
 					return nil, fmt.Errorf("%s: opening %s: %w", p.Name(), s.Group, err)
 				}
 				opened[s.Group] = true
 			}
 			spec := specs[i]
-			srv, err := site.Start(ctx, Member{Server: s, Spec: spec})
+			srv, err := d.siteOf(s).Start(ctx, Member{Server: s, Spec: spec})
 			if err != nil {
 				return nil, fmt.Errorf("%s: starting %s: %w", p.Name(), s.ID.Name(), err)
 			}
@@ -433,7 +466,15 @@ func (p *peers) Addr(role string, index int, port string) string {
 		if p.d.servers[i] == nil && s.Group != p.from.Group {
 			return p.fail(fmt.Errorf("needs %s, which has not started yet: roles that share a container must only name peers outside it that start earlier", id.Name()))
 		}
-		addr, err := p.d.site.PeerAddr(p.from, s, port)
+		switch {
+		case p.from.OnHost && !s.OnHost:
+			// Beside the driver, a server reaches the platform's as the
+			// driver does.
+			return p.d.servers[i].Srv.Addr(port)
+		case !p.from.OnHost && s.OnHost:
+			return p.fail(fmt.Errorf("asks for %s, which runs beside the driver: servers on the platform cannot name host roles", id.Name()))
+		}
+		addr, err := p.d.siteOf(s).PeerAddr(p.from, s, port)
 		if err != nil {
 			return p.fail(err)
 		}
@@ -453,4 +494,29 @@ func (p *peers) All(role, port string) []string {
 		out = append(out, p.Addr(role, i, port))
 	}
 	return out
+}
+
+// Scheduler is implemented by servers that can count how often their
+// threads have moved between CPUs (the seeds' explanation of scale-out
+// results).
+type Scheduler interface {
+	Migrations(ctx context.Context) (int64, error)
+}
+
+// Migrations reads the migration counter of every server that has one, by
+// server name; take it before and after the load and subtract.
+func (d *Deployment) Migrations(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, r := range d.Servers() {
+		sc, ok := r.Srv.(Scheduler)
+		if !ok {
+			continue
+		}
+		n, err := sc.Migrations(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("migrations of %s: %w", r.ID.Name(), err)
+		}
+		out[r.ID.Name()] = n
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/testenv"
@@ -83,13 +84,17 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 	}
 	cases := []struct {
 		kind, layout string
+		lbOnHost     bool
 	}{
-		{platform.Native, topology.ContainerPerServer},
-		{platform.DockerBridge, topology.ContainerPerServer},
-		{platform.DockerBridge, topology.ContainerPerInstance},
-		{platform.DockerHost, topology.ContainerPerServer},
-		{platform.DockerHost, topology.ContainerPerInstance},
-		{platform.DockerNAT, topology.ContainerPerInstance},
+		{platform.Native, topology.ContainerPerServer, false},
+		{platform.DockerBridge, topology.ContainerPerServer, false},
+		{platform.DockerBridge, topology.ContainerPerInstance, false},
+		{platform.DockerHost, topology.ContainerPerServer, false},
+		{platform.DockerHost, topology.ContainerPerInstance, false},
+		{platform.DockerNAT, topology.ContainerPerInstance, false},
+		// The seed's load balancers on a host of their own: HAProxy beside
+		// the driver reaches the Redis at their NAT-published addresses.
+		{platform.DockerNAT, topology.ContainerPerServer, true},
 	}
 	run := runid.New()
 	root := t.TempDir()
@@ -101,13 +106,15 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 			kinds = append(kinds, c.kind)
 		}
 	}
-	plats := testenv.Platforms(t, run, root, kinds...)
+	plats := testenv.Platforms(t, run, root, kinds...) // native among them
 	for i, c := range cases {
 		t.Run(c.kind+"/"+c.layout, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			topo := haproxyRedis(c.layout)
-			d, err := deploy.Deploy(ctx, plats[c.kind], fmt.Sprintf("t%d", i), topo, deploy.Options{Log: testenv.Log{T: t}})
+			topo.Roles[1].OnHost = c.lbOnHost
+			opt := deploy.Options{Log: testenv.Log{T: t}, Host: plats[platform.Native].(deploy.Backend)}
+			d, err := deploy.Deploy(ctx, plats[c.kind], fmt.Sprintf("t%d", i), topo, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +139,9 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 			if err := d.Check(ctx); err != nil {
 				t.Fatalf("a server died: %v", err)
 			}
+			if m, err := d.Migrations(ctx); err != nil || len(m) != 3 {
+				t.Errorf("migrations = %v, %v: want a counter for each of the 3 servers", m, err)
+			}
 			redises := d.Role("redis")
 			if len(redises) != 2 {
 				t.Fatalf("%d redis servers, want 2", len(redises))
@@ -150,6 +160,13 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 			}
 			if total != 500 {
 				t.Errorf("the two redis hold %d keys in all, want 500", total)
+			}
+			if c.lbOnHost {
+				for _, r := range redises {
+					if !strings.HasPrefix(r.Srv.Addr("redis"), primary(t)) {
+						t.Errorf("%s at %s: a peer of a host role is published on the NAT address", r.ID.Name(), r.Srv.Addr("redis"))
+					}
+				}
 			}
 			if c.layout == topology.ContainerPerInstance && c.kind != platform.Native {
 				if p := d.Places(); len(p) != 1 || len(p[0].Servers) != 3 {
@@ -198,4 +215,12 @@ func dbsize(ctx context.Context, addr string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, ":")))
+}
+
+func primary(t *testing.T) string {
+	ip, err := docker.PrimaryAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ip.String() + ":"
 }

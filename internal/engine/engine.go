@@ -82,6 +82,9 @@ type Config struct {
 	// is then ignored and rebuilt from the stored spec.
 	Resume   runid.ID
 	Progress Progress
+	// Host opens this machine's native platform for the topology roles
+	// that run beside the driver; nil leaves workload.Trial.Host nil.
+	Host func(env platform.Env) (platform.Platform, error)
 }
 
 // Outcome is how a run ended.
@@ -172,7 +175,16 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	}
 	out.Stored = true
 
-	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats,
+	var host platform.Platform
+	if cfg.Host != nil {
+		if host, err = cfg.Host(env); err != nil {
+			return out, err
+		}
+		if c, ok := host.(platform.Closer); ok {
+			defer c.Close()
+		}
+	}
+	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, host: host,
 		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{},
 		lastStored: prior.lastRound, spent: prior.spent}
 	reason, runErr := e.loop(ctx)
@@ -248,6 +260,7 @@ type runner struct {
 	done      map[unitKey]bool
 	instances map[string]workload.Instance
 	plats     map[string]platform.Platform
+	host      platform.Platform
 	rawDir    string
 	failures  map[string]int // consecutive failures per unit
 	spent     time.Duration  // machine time of the run's trials, stored before a resume included
@@ -324,7 +337,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	start := time.Now()
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
-		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
+		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress}, Host: e.host,
 	})
 	dur := time.Since(start)
 	e.spent += dur

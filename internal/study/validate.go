@@ -280,6 +280,12 @@ func (s *Study) resolve(reg *workload.Registry) error {
 		if err != nil {
 			return &Error{File: s.Source, Line: w.lines.line("params", ""), Err: fmt.Errorf("workloads[%d].params: %w", i, err)}
 		}
+		// A workload refuses settings it cannot run (a topology the
+		// machine cannot place, sizes that do not fit) here, before
+		// anything starts, at the workload's line.
+		if _, err := kind.New(vals); err != nil {
+			return &Error{File: s.Source, Line: w.lines.line("params", ""), Err: fmt.Errorf("workload %s: %w", w.Name, err)}
+		}
 		w.Values = vals
 	}
 	return nil

@@ -116,6 +116,11 @@ type Role struct {
 	ReadyTimeout time.Duration
 	// Spec builds the server's spec.
 	Spec SpecFunc
+	// OnHost runs the role's servers as host processes beside the load
+	// driver on every platform, as the seeds ran their load balancers on a
+	// host of their own: only the other roles' platform differs. Roles it
+	// names in After are reached at their host-side addresses.
+	OnHost bool
 }
 
 // Placement says which CPUs servers may run on.
@@ -305,7 +310,10 @@ type Server struct {
 	// Guest is the index of the guest holding this server on vm platforms.
 	Guest int
 	Ports []string
+	// Entry: the host reaches it (an entry role, or a peer of an OnHost role).
 	Entry bool
+	// OnHost: it runs beside the driver, not on the platform.
+	OnHost bool
 	// CPUSet is the placement's CPU list for the server, "" for none.
 	CPUSet string
 }
@@ -345,6 +353,14 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 	}
 	instances := max(t.Instances, 1)
 	waves, _ := t.Waves()
+	hostPeer := map[string]bool{}
+	for _, r := range t.Roles {
+		if r.OnHost {
+			for _, a := range r.After {
+				hostPeer[a] = true
+			}
+		}
+	}
 	for _, wave := range waves {
 		var idx []int
 		for inst := 0; inst < instances; inst++ {
@@ -352,7 +368,9 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 				r, _ := t.Role(name)
 				for i := 0; i < max(r.Count, 1); i++ {
 					group := "i" + strconv.Itoa(inst)
-					if p.Layout == ContainerPerServer {
+					if r.OnHost {
+						group = "host"
+					} else if p.Layout == ContainerPerServer {
 						g := r.Group
 						if g == "" {
 							g = r.Name
@@ -365,7 +383,8 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 					idx = append(idx, len(p.Servers))
 					p.Servers = append(p.Servers, Server{
 						ID:    ServerID{Role: r.Name, Instance: inst, Index: i},
-						Group: group, Guest: inst % p.VMs, Ports: r.Ports, Entry: r.Entry,
+						Group: group, Guest: inst % p.VMs, Ports: r.Ports,
+						Entry: r.Entry || hostPeer[r.Name], OnHost: r.OnHost,
 					})
 				}
 			}
@@ -484,13 +503,26 @@ func (p *Plan) Groups() []string {
 	return out
 }
 
-// Guests returns, per guest index, the servers it holds in start order.
+// Guests returns, per guest index, the servers it holds in start order
+// (OnHost servers run in none).
 func (p *Plan) Guests() [][]Server {
 	out := make([][]Server, p.VMs)
 	for _, s := range p.Servers {
-		out[s.Guest] = append(out[s.Guest], s)
+		if !s.OnHost {
+			out[s.Guest] = append(out[s.Guest], s)
+		}
 	}
 	return out
+}
+
+// HasOnHost reports whether some servers run beside the driver.
+func (p *Plan) HasOnHost() bool {
+	for _, s := range p.Servers {
+		if s.OnHost {
+			return true
+		}
+	}
+	return false
 }
 
 // FormatCPUs writes CPU numbers as a Linux CPU list ("0-2,5").

@@ -53,6 +53,12 @@ type Proc struct {
 	Own []string `json:"own,omitempty"`
 }
 
+// Sched is the answer to /sched: how often the threads of a process have
+// moved between CPUs.
+type Sched struct {
+	Migrations int64 `json:"migrations"`
+}
+
 // Status is the answer to /status: whether a started process still runs,
 // how it ended, and the tail of its output.
 type Status struct {
@@ -197,6 +203,13 @@ func (c *Client) Status(ctx context.Context, pid int) (Status, error) {
 	var r Status
 	err := c.call(ctx, "/status?pid="+strconv.Itoa(pid), nil, &r)
 	return r, err
+}
+
+// Migrations returns how often pid's threads have moved between CPUs.
+func (c *Client) Migrations(ctx context.Context, pid int) (int64, error) {
+	var r Sched
+	err := c.call(ctx, "/sched?pid="+strconv.Itoa(pid), nil, &r)
+	return r.Migrations, err
 }
 
 // Poweroff asks the guest to sync and power off.

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // LogDir is where the agent keeps the output of started processes.
@@ -67,6 +69,8 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/run", a.auth(a.run))
 	mux.HandleFunc("/cpu", a.auth(a.cpu))
 	mux.HandleFunc("/status", a.auth(a.status))
+	mux.HandleFunc("/put", a.auth(a.put))
+	mux.HandleFunc("/sched", a.auth(a.sched))
 	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -325,6 +329,15 @@ func (a *agent) status(r *http.Request) (any, error) {
 		st.Running = true
 	}
 	return st, nil
+}
+
+func (a *agent) sched(r *http.Request) (any, error) {
+	pid, err := strconv.Atoi(r.URL.Query().Get("pid"))
+	if err != nil {
+		return nil, fmt.Errorf("pid: %w", err)
+	}
+	m, err := sysinfo.ProcMigrations(pid)
+	return Sched{Migrations: m}, err
 }
 
 func (a *agent) cpu(r *http.Request) (any, error) {

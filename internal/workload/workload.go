@@ -198,6 +198,10 @@ type Trial struct {
 	RawDir string
 	// Log receives progress lines meant for the run log.
 	Log io.Writer
+	// Host is this machine's native platform, for the roles of a topology
+	// that run beside the load driver whatever the platform (nil when the
+	// engine was given none).
+	Host platform.Platform
 }
 
 // Result is what one trial measured.

@@ -22,6 +22,7 @@ import (
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
@@ -532,4 +533,32 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Migrations implements deploy.Scheduler for a server's own container: every
+// thread of every process the engine lists in it (host PIDs).
+func (s *server) Migrations(ctx context.Context) (int64, error) {
+	top, err := s.eng.cli.ContainerTop(ctx, s.id, []string{"-o", "pid"})
+	if err != nil {
+		return 0, fmt.Errorf("listing the processes of container %s: %w", s.name, err)
+	}
+	var n int64
+	for _, row := range top.Processes {
+		if len(row) == 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(row[0]))
+		if err != nil {
+			continue
+		}
+		if m, err := sysinfo.ProcMigrations(pid); err == nil {
+			n += m
+		}
+	}
+	return n, nil
+}
+
+// Migrations implements deploy.Scheduler through the supervisor.
+func (s *supervised) Migrations(ctx context.Context) (int64, error) {
+	return s.g.agent.Migrations(ctx, s.pid)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"
 )
 
@@ -80,4 +81,24 @@ func (s *server) Exited(ctx context.Context) error {
 	default:
 		return nil
 	}
+}
+
+// Migrations implements deploy.Scheduler: every thread of every process in
+// the server's cgroup (or of its process when it has none).
+func (s *server) Migrations(ctx context.Context) (int64, error) {
+	var pids []int
+	if s.group != nil {
+		pids = s.group.PIDs()
+	} else if s.cmd != nil && s.cmd.Process != nil {
+		pids = []int{s.cmd.Process.Pid}
+	}
+	var n int64
+	for _, pid := range pids {
+		m, err := sysinfo.ProcMigrations(pid)
+		if err != nil {
+			continue // exited between the listing and the read
+		}
+		n += m
+	}
+	return n, nil
 }

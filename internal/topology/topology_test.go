@@ -1,0 +1,185 @@
+package topology
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/platform"
+)
+
+func spec(ServerID, Peers) (platform.Spec, error) { return platform.Spec{}, nil }
+
+// scaleout is the Redis scale-out shape: redis x N behind twemproxy x K
+// behind one HAProxy.
+func scaleout(n, k int) Topology {
+	return Topology{Roles: []Role{
+		{Name: "redis", Count: n, Ports: []string{"redis"}, Spec: spec},
+		{Name: "proxy", Count: k, Ports: []string{"proxy"}, After: []string{"redis"}, Spec: spec},
+		{Name: "lb", Ports: []string{"lb"}, After: []string{"proxy"}, Entry: true, Spec: spec},
+	}}
+}
+
+func TestValidateRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		t    Topology
+		want string
+	}{
+		{"no roles", Topology{}, "no roles"},
+		{"bad name", Topology{Roles: []Role{{Name: "Web", Spec: spec}}}, "role name"},
+		{"duplicate", Topology{Roles: []Role{{Name: "a", Spec: spec}, {Name: "a", Spec: spec}}}, "declared twice"},
+		{"unknown peer", Topology{Roles: []Role{{Name: "web", After: []string{"db"}, Spec: spec}}}, `starts after "db", which is no role`},
+		{"self", Topology{Roles: []Role{{Name: "web", After: []string{"web"}, Spec: spec}}}, "after itself"},
+		{"cycle", Topology{Roles: []Role{{Name: "a", After: []string{"b"}, Spec: spec}, {Name: "b", After: []string{"a"}, Spec: spec}}}, "cycle"},
+		{"no spec", Topology{Roles: []Role{{Name: "a"}}}, "no spec"},
+		{"ready port", Topology{Roles: []Role{{Name: "a", Ports: []string{"x"}, ReadyPort: "y", Spec: spec}}}, "ready port"},
+		{"layout", Topology{Layout: "pod-per-moon", Roles: []Role{{Name: "a", Spec: spec}}}, "layout"},
+		{"vms above instances", Topology{VMs: 3, Instances: 2, Roles: []Role{{Name: "a", Spec: spec}}}, "vms 3 exceeds"},
+		{"pin mode", Topology{Placement: Placement{Pin: "tight"}, Roles: []Role{{Name: "a", Spec: spec}}}, "pin"},
+		{"pin role", Topology{Placement: Placement{Pin: PinSpread, PinRoles: []string{"db"}}, Roles: []Role{{Name: "a", Spec: spec}}}, "pin_roles"},
+		{"cpuset role", Topology{Placement: Placement{Roles: map[string]string{"a": "x"}}, Roles: []Role{{Name: "a", Spec: spec}}}, "cpuset of role a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.t.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if err := scaleout(8, 2).Validate(); err != nil {
+		t.Fatalf("scale-out topology: %v", err)
+	}
+}
+
+func TestWaves(t *testing.T) {
+	top := Topology{Roles: []Role{
+		{Name: "lb", After: []string{"app"}, Spec: spec},
+		{Name: "db", Spec: spec},
+		{Name: "broker", Spec: spec},
+		{Name: "app", After: []string{"db", "broker"}, Spec: spec},
+	}}
+	w, err := top.Waves()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(w))
+	for i, wave := range w {
+		got[i] = strings.Join(wave, ",")
+	}
+	if want := "db,broker|app|lb"; strings.Join(got, "|") != want {
+		t.Fatalf("waves %v, want %s", got, want)
+	}
+}
+
+func names(ss []Server) string {
+	var n []string
+	for _, s := range ss {
+		n = append(n, s.ID.Name()+"@"+s.Group+"/"+s.CPUSet)
+	}
+	return strings.Join(n, " ")
+}
+
+func TestPlanGroupsAndOrder(t *testing.T) {
+	web := Topology{Instances: 2, Roles: []Role{
+		{Name: "db", Ports: []string{"sql"}, Spec: spec},
+		{Name: "php", Group: "web", After: []string{"db"}, Spec: spec},
+		{Name: "nginx", Group: "web", After: []string{"php"}, Entry: true, Spec: spec},
+	}}
+	p, err := web.Plan(Machine{CPUs: []int{0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "i0-db-0@i0-db/ i1-db-0@i1-db/ i0-php-0@i0-web/ i1-php-0@i1-web/ i0-nginx-0@i0-web/ i1-nginx-0@i1-web/"
+	if got := names(p.Servers); got != want {
+		t.Fatalf("servers\n got %s\nwant %s", got, want)
+	}
+	if g := p.Groups(); strings.Join(g, ",") != "i0-db,i1-db,i0-web,i1-web" {
+		t.Fatalf("groups %v", g)
+	}
+	web.Layout = ContainerPerInstance
+	p, _ = web.Plan(Machine{CPUs: []int{0, 1}})
+	if g := p.Groups(); strings.Join(g, ",") != "i0,i1" {
+		t.Fatalf("container-per-instance groups %v", g)
+	}
+	// Roles with a count and no group get a container each.
+	p, _ = scaleout(2, 1).Plan(Machine{CPUs: []int{0, 1}})
+	if g := p.Groups(); strings.Join(g, ",") != "i0-redis-0,i0-redis-1,i0-proxy,i0-lb" {
+		t.Fatalf("scale-out groups %v", g)
+	}
+}
+
+func TestPlanPlacement(t *testing.T) {
+	four := Machine{CPUs: []int{0, 1, 2, 3}}
+	tests := []struct {
+		name    string
+		top     Topology
+		m       Machine
+		want    string
+		wantErr string
+	}{
+		{"none", scaleout(2, 1), four, "i0-redis-0@i0-redis-0/ i0-redis-1@i0-redis-1/ i0-proxy-0@i0-proxy/ i0-lb-0@i0-lb/", ""},
+		{"spread the redis after the driver's core",
+			withPlacement(scaleout(3, 1), Placement{Pin: PinSpread, PinRoles: []string{"redis"}, DriverCPUs: "0"}), four,
+			"i0-redis-0@i0-redis-0/1 i0-redis-1@i0-redis-1/2 i0-redis-2@i0-redis-2/3 i0-proxy-0@i0-proxy/ i0-lb-0@i0-lb/", ""},
+		{"spread needs a core each",
+			withPlacement(scaleout(4, 1), Placement{Pin: PinSpread, PinRoles: []string{"redis"}, DriverCPUs: "0"}), four,
+			"", "needs one core for each of 4 servers"},
+		{"role cpuset wins",
+			withPlacement(scaleout(1, 1), Placement{Roles: map[string]string{"lb": "0"}, Instances: []string{"2-3"}}), four,
+			"i0-redis-0@i0-redis/2-3 i0-proxy-0@i0-proxy/2-3 i0-lb-0@i0-lb/0", ""},
+		{"a CPU the machine lacks",
+			withPlacement(scaleout(1, 1), Placement{Roles: map[string]string{"lb": "7"}}), four, "", "CPU 7"},
+		{"overcommit", Topology{VMs: 2, Instances: 2, Roles: []Role{{Name: "a", Spec: spec}}}, Machine{CPUs: []int{0, 1}, VCPUs: 4}, "", "overcommit of 4"},
+		{"overcommit stated", Topology{VMs: 2, Instances: 2, Overcommit: 4, Roles: []Role{{Name: "a", Spec: spec}}}, Machine{CPUs: []int{0, 1}, VCPUs: 4},
+			"i0-a-0@i0-a/ i1-a-0@i1-a/", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.top.Plan(tt.m)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(p.Servers); got != tt.want {
+				t.Fatalf("\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanGuests(t *testing.T) {
+	top := Topology{Instances: 4, VMs: 2, Roles: []Role{{Name: "db", Spec: spec}, {Name: "web", After: []string{"db"}, Spec: spec}}}
+	p, err := top.Plan(Machine{CPUs: []int{0, 1, 2, 3}, VCPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := p.Guests()
+	if len(g) != 2 || len(g[0]) != 4 || len(g[1]) != 4 {
+		t.Fatalf("guests %v", g)
+	}
+	for _, s := range g[1] {
+		if s.ID.Instance%2 != 1 {
+			t.Errorf("%s on guest 1: instances go round robin over guests", s.ID.Name())
+		}
+	}
+}
+
+func withPlacement(t Topology, p Placement) Topology { t.Placement = p; return t }
+
+func TestFormatCPUs(t *testing.T) {
+	for in, want := range map[string]string{"0": "0", "0,1,2,5": "0-2,5", "3,1": "1,3", "": ""} {
+		cpus, _ := platform.ParseCPUSet(in)
+		if in == "" {
+			cpus = nil
+		}
+		if got := FormatCPUs(cpus); got != want {
+			t.Errorf("FormatCPUs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
