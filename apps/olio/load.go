@@ -63,6 +63,7 @@ func (b Builder) build(ctx context.Context, dir string, size Size, version strin
 		return meta, err
 	}
 	meta.DBBytes, err = dirBytes(filepath.Join(dir, "db"))
+	meta.Total = time.Since(meta.Built)
 	return meta, err
 }
 

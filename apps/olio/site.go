@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// jsLibraries are the JavaScript libraries the pages load, as Olio did:
-// Prototype and script.aculo.us, from Debian's packages (libjs-prototype,
-// libjs-scriptaculous), copied into the site.
+// jsLibraries are the JavaScript libraries the pages load, those of Olio's
+// day: Prototype and script.aculo.us, from Debian's packages
+// (libjs-prototype, libjs-scriptaculous), copied into the site.
 var jsLibraries = map[string]string{
 	"prototype.js": "/usr/share/javascript/prototype/prototype.js",
 	"effects.js":   "/usr/share/javascript/scriptaculous/effects.js",

@@ -168,6 +168,7 @@ func BenchmarkLoadTemplate(b *testing.B) {
 			b.Fatal(err)
 		}
 		m := t.Meta
+		b.ReportMetric(m.Total.Seconds(), "total-s")
 		b.ReportMetric(m.Generate.Seconds(), "generate-s")
 		b.ReportMetric(m.Load.Seconds(), "load-s")
 		b.ReportMetric(m.Index.Seconds(), "index-s")

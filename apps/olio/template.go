@@ -59,9 +59,12 @@ type Meta struct {
 	Load     time.Duration `json:"load_ns"`
 	Index    time.Duration `json:"index_ns"`
 	Files    time.Duration `json:"files_ns"`
-	DBBytes  int64         `json:"db_bytes"`
-	NFiles   int           `json:"files"`
-	Built    time.Time     `json:"built"`
+	// Total is the whole build: generator, file store, mariadb-install-db,
+	// load and shutdown.
+	Total   time.Duration `json:"total_ns"`
+	DBBytes int64         `json:"db_bytes"`
+	NFiles  int           `json:"files"`
+	Built   time.Time     `json:"built"`
 }
 
 // DBDir is the template's MariaDB data directory.
