@@ -81,6 +81,19 @@ func (s Size) Validate() error {
 	return nil
 }
 
+// Fits reports whether a load of users concurrent users (per instance) fits
+// the data loaded for s: Olio's data is sized for a number of users, and
+// more would log in and browse beyond it.
+func (s Size) Fits(users int) error {
+	if users < 1 {
+		return fmt.Errorf("%d users per instance: want at least 1", users)
+	}
+	if users > s.Users {
+		return fmt.Errorf("%d users per instance exceed the %d the Olio data is loaded for: load a size of at least %d users", users, s.Users, users)
+	}
+	return nil
+}
+
 // String is "1500 users, seed 1".
 func (s Size) String() string { return fmt.Sprintf("%d users, seed %d", s.Users, s.Seed) }
 

@@ -57,6 +57,19 @@ func TestSizeValidate(t *testing.T) {
 	}
 }
 
+func TestSizeFits(t *testing.T) {
+	s := Size{Users: 100}
+	if err := s.Fits(100); err != nil {
+		t.Error(err)
+	}
+	if err := s.Fits(101); err == nil || !strings.Contains(err.Error(), "101 users per instance exceed the 100") {
+		t.Errorf("101 users: %v", err)
+	}
+	if err := s.Fits(0); err == nil {
+		t.Error("0 users fit")
+	}
+}
+
 func TestTagNamesUnique(t *testing.T) {
 	seen := map[string]int{}
 	for i := 1; i <= 20000; i++ {
