@@ -42,6 +42,9 @@ $when = sprintf('%04d-%02d-%02d %02d:%02d:00', $y, $mo, $d, $hr, $mi);
 $addr = [str_param('street1', true, 55), str_param('street2', false, 55), str_param('city', true, 55),
     str_param('state', true, 25), str_param('zip', true, 12), str_param('country', true, 55)];
 $tags = array_values(array_unique(preg_split('/\s+/', str_param('tags', true, 400), -1, PREG_SPLIT_NO_EMPTY)));
+// Tag rows are locked in name order, so that concurrent AddEvents sharing
+// tags cannot deadlock.
+sort($tags, SORT_STRING);
 foreach ($tags as $t) {
     if (strlen($t) > 50) {
         fail(400, 'a tag is longer than 50 characters');
