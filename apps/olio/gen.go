@@ -259,10 +259,20 @@ func EventTime(r *rand.Rand) time.Time {
 
 // File names of the file store: the generator and the site name an entity's
 // files after its id.
-func PersonImage(id int) string     { return "p" + strconv.Itoa(id) + ".jpg" }
-func PersonThumb(id int) string     { return "p" + strconv.Itoa(id) + "t.jpg" }
-func EventImage(id int) string      { return "e" + strconv.Itoa(id) + ".jpg" }
-func EventThumb(id int) string      { return "e" + strconv.Itoa(id) + "t.jpg" }
+
+// PersonImage is the file of person id's photo.
+func PersonImage(id int) string { return "p" + strconv.Itoa(id) + ".jpg" }
+
+// PersonThumb is the file of person id's thumbnail.
+func PersonThumb(id int) string { return "p" + strconv.Itoa(id) + "t.jpg" }
+
+// EventImage is the file of event id's image.
+func EventImage(id int) string { return "e" + strconv.Itoa(id) + ".jpg" }
+
+// EventThumb is the file of event id's thumbnail.
+func EventThumb(id int) string { return "e" + strconv.Itoa(id) + "t.jpg" }
+
+// EventLiterature is the file of event id's document (PDF).
 func EventLiterature(id int) string { return "e" + strconv.Itoa(id) + ".pdf" }
 
 // between draws an int uniformly from [lo, hi].

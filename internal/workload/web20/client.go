@@ -173,6 +173,7 @@ type RequestError struct {
 	Err    error // the transport error, if any
 }
 
+// Error says which request failed and why.
 func (e *RequestError) Error() string {
 	s := e.Method + " " + e.Path + ": " + e.Cause
 	if e.Detail != "" {
@@ -184,6 +185,7 @@ func (e *RequestError) Error() string {
 	return s
 }
 
+// Unwrap returns the transport error, if any.
 func (e *RequestError) Unwrap() error { return e.Err }
 
 // Cause classifies err for counting failures by cause ("other" when it is
