@@ -20,6 +20,9 @@ PACKAGES=(
   apache2 libapache2-mod-php8.2 php8.2-cli php8.2-pgsql php8.2-fpm php8.2-mysql php8.2-gd
   mariadb-server mariadb-client openjdk-17-jre-headless tomcat10 rabbitmq-server
   libopenblas0-pthread
+  # the JavaScript libraries the Olio site serves (copied into the site by
+  # apps/olio on the host; not needed in the image)
+  libjs-prototype libjs-scriptaculous
   # building the auction application (Maven), cross-checking our drivers (wrk, hey)
   openjdk-17-jdk-headless maven wrk hey gcc libc6-dev
   # platforms: containers, VMs, networks

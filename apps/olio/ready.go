@@ -1,0 +1,143 @@
+package olio
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+// ErrorMarker starts the line with which every page of the site reports a
+// failure (with an HTTP error status).
+const ErrorMarker = "OLIO-ERROR:"
+
+// answered is an error that a running server gave: waiting longer will not
+// change it, so the probes return it at once.
+type answered struct{ err error }
+
+func (a answered) Error() string { return a.err.Error() }
+func (a answered) Unwrap() error { return a.err }
+
+// poll calls probe until it succeeds, returns an answered error, or timeout
+// passes; the error names the server.
+func poll(ctx context.Context, what string, timeout time.Duration, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := probe(pctx)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		var a answered
+		if errors.As(err, &a) {
+			return fmt.Errorf("%s is not ready: %w", what, a.err)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("%s not ready within %v: %w", what, timeout, last)
+			}
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ReadyDB waits until the MariaDB server at addr accepts the application's
+// user and answers a query on its database.
+func ReadyDB(ctx context.Context, addr string, timeout time.Duration) error {
+	return poll(ctx, "MariaDB at "+addr, timeout, func(ctx context.Context) error {
+		db, err := sql.Open("mysql", dsn(addr))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		var one int
+		return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	})
+}
+
+// ReadyFPM waits until PHP-FPM at addr runs the site's check page (PHP
+// extensions, writable directories, the database) over FastCGI. siteDir is
+// the site as PHP-FPM sees it. A running PHP-FPM that reports a problem (a
+// missing extension) fails at once, with the problem.
+func ReadyFPM(ctx context.Context, addr, siteDir string, timeout time.Duration) error {
+	script := path.Join(siteDir, "www", "check.php")
+	return poll(ctx, "PHP-FPM at "+addr, timeout, func(ctx context.Context) error {
+		resp, err := fcgiGet(ctx, addr, script, "")
+		if err != nil {
+			return err
+		}
+		return checkAnswer(resp.Status, resp.Body)
+	})
+}
+
+// ReadyWeb waits until nginx at base (http://host:port) serves a static
+// file and the site's check page, which runs PHP and touches the database.
+func ReadyWeb(ctx context.Context, base string, timeout time.Duration) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(ctx context.Context, p string) (int, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
+		if err != nil {
+			return 0, nil, answered{err}
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+	return poll(ctx, "nginx at "+base, timeout, func(ctx context.Context) error {
+		status, _, err := get(ctx, "/static/css/site.css")
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return answered{fmt.Errorf("GET /static/css/site.css: HTTP %d", status)}
+		}
+		status, body, err := get(ctx, "/check.php")
+		if err != nil {
+			return err
+		}
+		if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+			return fmt.Errorf("GET /check.php: HTTP %d (PHP-FPM not answering)", status)
+		}
+		return checkAnswer(status, body)
+	})
+}
+
+// checkAnswer judges the check page's answer.
+func checkAnswer(status int, body []byte) error {
+	if status == http.StatusOK && strings.HasPrefix(string(body), "OK olio") {
+		return nil
+	}
+	msg := strings.TrimSpace(string(body))
+	if i := strings.Index(msg, ErrorMarker); i >= 0 {
+		msg = strings.TrimSpace(msg[i+len(ErrorMarker):])
+	}
+	if len(msg) > 500 {
+		msg = msg[:500] + "..."
+	}
+	return answered{fmt.Errorf("check.php: HTTP %d: %s", status, msg)}
+}
+
+// OpenDB opens the application's database at addr as the application's
+// user (go-sql-driver/mysql), for probes, checks and tests.
+func OpenDB(addr string) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn(addr))
+	if err != nil {
+		return nil, fmt.Errorf("olio: opening the database at %s: %w", addr, err)
+	}
+	return db, nil
+}

@@ -1,0 +1,346 @@
+package olio
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+)
+
+// LoaderVersion changes whenever the way the template is loaded changes
+// (schema, indexes, server settings that shape the data directory); with
+// GeneratorVersion, the schema text and the server version it keys the
+// template cache.
+const LoaderVersion = 1
+
+// CacheDir is where templates are kept under a state directory. Templates
+// are a cache, kept across runs like the workload image's build cache;
+// delete the directory to reclaim the space.
+func CacheDir(d state.Dir) string { return filepath.Join(d.Root, "cache", "olio") }
+
+// Template is a loaded data set: a MariaDB data directory (shut down
+// cleanly, fully purged) and the file store, ready to be copied per trial.
+type Template struct {
+	Dir  string // the template's directory in the cache
+	Meta Meta
+}
+
+// Meta describes a template; it is stored as meta.json beside the data.
+type Meta struct {
+	Key              string           `json:"key"`
+	Size             Size             `json:"size"`
+	Counts           Counts           `json:"counts"`
+	Rows             map[string]int64 `json:"rows"`
+	ServerVersion    string           `json:"server_version"`
+	GeneratorVersion int              `json:"generator_version"`
+	LoaderVersion    int              `json:"loader_version"`
+	// Generate is the time the generator alone takes to make every table
+	// (measured separately, writing to io.Discard); Load the time from
+	// the server's start to its clean shutdown (generation streamed into
+	// LOAD DATA, indexes, ANALYZE, shutdown); Files the time to write the
+	// file store.
+	Generate time.Duration `json:"generate_ns"`
+	Load     time.Duration `json:"load_ns"`
+	Index    time.Duration `json:"index_ns"`
+	Files    time.Duration `json:"files_ns"`
+	// Total is the whole build: generator, file store, mariadb-install-db,
+	// load and shutdown.
+	Total   time.Duration `json:"total_ns"`
+	DBBytes int64         `json:"db_bytes"`
+	NFiles  int           `json:"files"`
+	Built   time.Time     `json:"built"`
+}
+
+// DBDir is the template's MariaDB data directory.
+func (t *Template) DBDir() string { return filepath.Join(t.Dir, "db") }
+
+// FilesDir is the template's file store.
+func (t *Template) FilesDir() string { return filepath.Join(t.Dir, "files") }
+
+// Builder loads templates. The loader's MariaDB runs on Platform (the
+// native platform: the template lives in this machine's state directory),
+// mariadb-install-db runs as its job.
+type Builder struct {
+	Platform interface {
+		platform.Platform
+		platform.JobRunner
+	}
+	// Run labels the build directory while it is made.
+	Run runid.ID
+	// CacheDir holds the templates (CacheDir(state.Home()) by default).
+	CacheDir string
+	// LogDir is the platform's log directory, to show the loader server's
+	// log tail when it fails; optional.
+	LogDir string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// DB sets the loader server's buffer pool; the rest is the loader's.
+	DB MariaDBSettings
+}
+
+func (b Builder) logf(format string, args ...any) {
+	if b.Log != nil {
+		fmt.Fprintf(b.Log, format+"\n", args...)
+	}
+}
+
+// ServerVersion asks the host's mariadbd for its version.
+func ServerVersion(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "mariadbd", "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("olio: asking mariadbd for its version (install mariadb-server, make setup): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Key names the template of a size for a server version: a change of the
+// size, the seed, the generator, the loader, the schema or the server gives
+// another template.
+func Key(s Size, serverVersion string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "olio template\nusers %d\nseed %d\ngenerator %d\nloader %d\nserver %s\nredo %s\n",
+		s.Users, s.Seed, GeneratorVersion, LoaderVersion, serverVersion, logFileSize)
+	for _, f := range []string{"sql/schema.sql", "sql/indexes.sql", "conf/my.cnf.tmpl"} {
+		b, _ := sources.ReadFile(f)
+		h.Write(b)
+	}
+	return fmt.Sprintf("u%d-s%d-%s", s.Users, s.Seed, hex.EncodeToString(h.Sum(nil))[:12])
+}
+
+// EnsureTemplate returns the template of size, loading it first when the
+// cache has none. Concurrent callers (two runs) wait for one build; a build
+// left half-made by a crash is removed by the next.
+func EnsureTemplate(ctx context.Context, b Builder, size Size) (*Template, error) {
+	if err := size.Validate(); err != nil {
+		return nil, err
+	}
+	if b.CacheDir == "" {
+		b.CacheDir = CacheDir(state.Home())
+	}
+	version, err := ServerVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := Key(size, version)
+	dir := filepath.Join(b.CacheDir, key)
+	if t, err := openTemplate(dir); err == nil {
+		return t, nil
+	}
+	if err := mkdirAll(b.CacheDir); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(b.CacheDir, key+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if t, err := openTemplate(dir); err == nil {
+		return t, nil // another run built it while we waited
+	}
+	// We hold the lock: builds of this key left by dead runs are garbage.
+	stale, _ := filepath.Glob(filepath.Join(b.CacheDir, ".build-"+key+"-*"))
+	for _, s := range stale {
+		os.RemoveAll(s)
+	}
+	b.logf("olio: loading the data template for %s (once; cached in %s)", size, dir)
+	build := filepath.Join(b.CacheDir, ".build-"+key+"-"+string(b.Run))
+	meta, err := b.build(ctx, build, size, version)
+	if err != nil {
+		os.RemoveAll(build)
+		return nil, fmt.Errorf("olio: loading the template for %s: %w", size, err)
+	}
+	meta.Key = key
+	mb, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(build, "meta.json"), mb, 0o644); err != nil {
+		os.RemoveAll(build)
+		return nil, fmt.Errorf("olio: writing the template's meta.json: %w", err)
+	}
+	if err := os.Rename(build, dir); err != nil {
+		os.RemoveAll(build)
+		return nil, fmt.Errorf("olio: keeping the template: %w", err)
+	}
+	b.logf("olio: template %s: %d persons, %d events, %d tags; generate %v, load %v (indexes %v), files %v",
+		key, meta.Counts.Persons, meta.Counts.Events, meta.Counts.Tags,
+		meta.Generate.Round(time.Millisecond), meta.Load.Round(time.Millisecond), meta.Index.Round(time.Millisecond), meta.Files.Round(time.Millisecond))
+	return openTemplate(dir)
+}
+
+func openTemplate(dir string) (*Template, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return nil, err
+	}
+	t := &Template{Dir: dir}
+	if err := json.Unmarshal(b, &t.Meta); err != nil {
+		return nil, fmt.Errorf("olio: template %s: meta.json: %w", dir, err)
+	}
+	return t, nil
+}
+
+func mkdirAll(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("olio: creating %s: %w", dir, err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on path, waiting (and honouring ctx)
+// while another process holds it.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("olio: opening the template lock: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("olio: locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// CopyDB copies the template's data directory into dst (made if missing;
+// it must be empty) for a server running as uid:gid, which owns every copy.
+// The copy is exact: the server changes its files.
+func (t *Template) CopyDB(dst string, uid, gid int) error {
+	if err := emptyDir(dst, uid, gid, 0o750); err != nil {
+		return err
+	}
+	src := t.DBDir()
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		out := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if err := os.Mkdir(out, 0o750); err != nil {
+				return fmt.Errorf("olio: copying the database template: %w", err)
+			}
+			return os.Lchown(out, uid, gid)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("olio: database template: %s is not a regular file", p)
+		}
+		if err := copyFile(p, out, 0o640); err != nil {
+			return err
+		}
+		return os.Lchown(out, uid, gid)
+	})
+}
+
+// CopySite makes a site directory in dst for PHP-FPM's user uid:gid: www/
+// (the PHP pages and the statics), files/ (the template's file store),
+// sessions/ and tmp/ (uploads, nginx's buffers), the latter three writable by
+// uid:gid. The loaded files are hard links to the template's (a copy when dst
+// is on another file system): they are read-only, the site only adds files,
+// so every trial still starts from an exact copy.
+func (t *Template) CopySite(dst string, uid, gid int) error {
+	if err := emptyDir(dst, 0, 0, 0o755); err != nil {
+		return err
+	}
+	if err := installWWW(filepath.Join(dst, "www")); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		mode os.FileMode
+	}{{"files", 0o755}, {"sessions", 0o700}, {"tmp", 0o755}} {
+		p := filepath.Join(dst, d.name)
+		if err := os.Mkdir(p, d.mode); err != nil {
+			return fmt.Errorf("olio: making the site: %w", err)
+		}
+		if err := os.Chmod(p, d.mode); err != nil { // past the umask
+			return fmt.Errorf("olio: making the site: %w", err)
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("olio: giving %s to uid %d: %w", p, uid, err)
+		}
+	}
+	entries, err := os.ReadDir(t.FilesDir())
+	if err != nil {
+		return fmt.Errorf("olio: reading the template's file store: %w", err)
+	}
+	files := filepath.Join(dst, "files")
+	for _, e := range entries {
+		src, out := filepath.Join(t.FilesDir(), e.Name()), filepath.Join(files, e.Name())
+		if err := os.Link(src, out); err != nil {
+			if !errors.Is(err, syscall.EXDEV) {
+				return fmt.Errorf("olio: linking the file store: %w", err)
+			}
+			if err := copyFile(src, out, 0o444); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// emptyDir makes dir (or checks that it is empty) with mode, owned by
+// uid:gid.
+func emptyDir(dir string, uid, gid int, mode os.FileMode) error {
+	if err := os.MkdirAll(dir, mode); err != nil {
+		return fmt.Errorf("olio: making %s: %w", dir, err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("olio: %w", err)
+	} else if len(ents) > 0 {
+		return fmt.Errorf("olio: copy destination %s is not empty", dir)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("olio: %w", err)
+	}
+	if err := os.Lchown(dir, uid, gid); err != nil {
+		return fmt.Errorf("olio: giving %s to uid %d: %w", dir, uid, err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("olio: copying: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return fmt.Errorf("olio: copying: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil { // copy_file_range between files
+		out.Close()
+		return fmt.Errorf("olio: copying %s: %w", src, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("olio: copying %s: %w", src, err)
+	}
+	return nil
+}
