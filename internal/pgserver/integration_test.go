@@ -107,4 +107,3 @@ func TestServerNative(t *testing.T) {
 		t.Errorf("Ready on a closed port: %v", err)
 	}
 }
-
