@@ -8,6 +8,7 @@ package pgserver
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"fmt"
 	"os"
@@ -374,4 +375,33 @@ func Tool(name string) (string, error) {
 		return "", fmt.Errorf("%s not found next to the PostgreSQL server (%s): install the postgresql package with `make setup`", name, d)
 	}
 	return p, nil
+}
+
+// SystemUserIDs returns the uid and gid of SystemUser as the platform sees
+// it, by running `id` there (inside a container image or a guest they may
+// differ from the host's): a data directory prepared on the host must
+// belong to them.
+func SystemUserIDs(ctx context.Context, jr platform.JobRunner, trial string) (uid, gid int, err error) {
+	res, err := jr.RunJob(ctx, trial, platform.Spec{Name: "pg-ids", Command: func(platform.Listen) []string {
+		return []string{"/bin/sh", "-c", `id -u "$1" && id -g "$1"`, "pg-ids", SystemUser}
+	}})
+	if err != nil {
+		return 0, 0, fmt.Errorf("asking the platform for the %s user's ids: %w: %s", SystemUser, err, strings.TrimSpace(string(res.Stderr)))
+	}
+	return ParseIDs(res.Stdout)
+}
+
+// ParseIDs reads the two lines `id -u` and `id -g` print.
+func ParseIDs(out []byte) (uid, gid int, err error) {
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("id printed %q, want a uid and a gid", out)
+	}
+	if uid, err = strconv.Atoi(f[0]); err == nil {
+		gid, err = strconv.Atoi(f[1])
+	}
+	if err != nil || uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("id printed %q, want a uid and a gid", out)
+	}
+	return uid, gid, nil
 }

@@ -234,3 +234,16 @@ func TestDSN(t *testing.T) {
 		t.Errorf("DSN = %s", got)
 	}
 }
+
+func TestParseIDs(t *testing.T) {
+	for _, tt := range []struct {
+		out      string
+		uid, gid int
+		ok       bool
+	}{{"106\n111\n", 106, 111, true}, {"101\n104", 101, 104, true}, {"", 0, 0, false}, {"id: 'postgres': no such user\n", 0, 0, false}, {"1\n-2\n", 0, 0, false}} {
+		uid, gid, err := ParseIDs([]byte(tt.out))
+		if (err == nil) != tt.ok || uid != tt.uid || gid != tt.gid {
+			t.Errorf("ParseIDs(%q) = %d %d %v", tt.out, uid, gid, err)
+		}
+	}
+}
