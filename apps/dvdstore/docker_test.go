@@ -1,4 +1,4 @@
-package dvdstore
+package dvdstore_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nearnative/nearnative/apps/dvdstore"
+	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/native"
@@ -28,7 +30,7 @@ func TestStackInDocker(t *testing.T) {
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native, platform.DockerBridge)
-	tm := sharedTemplate(t, ps[platform.Native].(*native.Platform))
+	tm := dvdstoretest.Template(t, ps[platform.Native].(*native.Platform))
 	p := ps[platform.DockerBridge]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -37,7 +39,7 @@ func TestStackInDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostUID, _, _ := SystemUser()
+	hostUID, _, _ := dvdstore.SystemUser()
 	t.Logf("postgres is uid %d gid %d in the image (%d on the host)", uid, gid, hostUID)
 	dir, err := state.TempDir(run, "t1-db-data")
 	if err != nil {
@@ -48,27 +50,27 @@ func TestStackInDocker(t *testing.T) {
 	if _, err := tm.CopyTo(data, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := DBSpec(DBConfig{Memory: 512 << 20, MaxConnections: 20, Data: platform.Volume{HostPath: data, Path: DataPath}})
+	spec, err := dvdstore.DBSpec(dvdstore.DBConfig{Memory: 512 << 20, MaxConnections: 20, Data: platform.Volume{HostPath: data, Path: dvdstore.DataPath}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := start(t, ctx, p, spec)
-	if err := DBReady(ctx, "db", db.Addr(pgserver.Port)); err != nil {
-		t.Fatalf("%v\n%s", err, logTail(root, "t1-db"))
+	db := dvdstoretest.StartServer(t, ctx, p, spec)
+	if err := dvdstore.DBReady(ctx, "db", db.Addr(pgserver.Port)); err != nil {
+		t.Fatalf("%v\n%s", err, dvdstoretest.LogTail(root, "t1-db"))
 	}
-	wspec, err := WebSpec(WebConfig{DBAddr: db.Addr(pgserver.Port), Workers: 2})
+	wspec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddr: db.Addr(pgserver.Port), Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := start(t, ctx, p, wspec)
-	if err := WebReady(ctx, "web", web.Addr(WebPort)); err != nil {
-		t.Fatalf("%v\n%s", err, logTail(root, "t1-web"))
+	web := dvdstoretest.StartServer(t, ctx, p, wspec)
+	if err := dvdstore.WebReady(ctx, "web", web.Addr(dvdstore.WebPort)); err != nil {
+		t.Fatalf("%v\n%s", err, dvdstoretest.LogTail(root, "t1-web"))
 	}
 	t.Logf("db %s, web %s", db.Describe(), web.Describe())
-	base := "http://" + web.Addr(WebPort)
+	base := "http://" + web.Addr(dvdstore.WebPort)
 	st, m, _ := post(t, base+"/purchase.php", url.Values{"customerid": {"9"}, "netamount": {"10.99"}, "taxamount": {"0.91"},
 		"totalamount": {"11.90"}, "prod_id[]": {"7"}, "quantity[]": {"1"}})
-	if id, _ := strconv.Atoi(m["orderid"]); st != 200 || id <= testDataset(t).Counts().Orders() {
+	if id, _ := strconv.Atoi(m["orderid"]); st != 200 || id <= dvdstoretest.Dataset().Counts().Orders() {
 		t.Errorf("purchase through the containers: %d %v", st, m)
 	}
 }

@@ -1,4 +1,4 @@
-package dvdstore
+package dvdstore_test
 
 import (
 	"context"
@@ -7,165 +7,26 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nearnative/nearnative/apps/dvdstore"
+	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
 )
 
-// cacheDir holds the templates the integration tests build: one 10mb
-// template per test binary, removed when the tests end.
-var cacheDir string
+func TestMain(m *testing.M) { dvdstoretest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dvdstore-test-cache-")
-	if err == nil {
-		// The postgres user must reach the data directories below it.
-		err = os.Chmod(dir, 0o755)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cacheDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// testDataset is DVD Store's 10 MB size: the integration tests check its
-// counts and integrity.
-func testDataset(t testing.TB) Dataset { return small(t, 1, 1) }
-
-var (
-	tmplOnce sync.Once
-	tmpl     Template
-	tmplErr  error
-)
-
-// sharedTemplate builds the 10mb template once per test binary, through the
-// native platform of the first test that needs it.
-func sharedTemplate(t *testing.T, p *native.Platform) Template {
-	t.Helper()
-	tmplOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		var built bool
-		tmpl, built, tmplErr = Cache{Dir: cacheDir}.Ensure(ctx, p, testDataset(t), testenv.Log{T: t})
-		if tmplErr == nil && !built {
-			tmplErr = errors.New("the first Ensure in an empty cache did not build")
-		}
-		t.Logf("template built in %v", time.Since(start).Round(time.Millisecond))
-	})
-	if tmplErr != nil {
-		t.Fatalf("template: %v", tmplErr)
-	}
-	return tmpl
-}
-
-// stack is one trial's shop started natively: the database from a copy of
-// the template and, when asked, the web server.
-type stack struct {
-	db, web platform.Server
-	dbAddr  string
-	webAddr string
-	root    string
-}
-
-func startStack(t *testing.T, withWeb bool) *stack {
-	t.Helper()
-	run := runid.New()
-	root := t.TempDir()
-	p := testenv.Platforms(t, run, root, platform.Native)[platform.Native].(*native.Platform)
-	tm := sharedTemplate(t, p)
-	s := &stack{root: root}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	uid, gid, err := SystemUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := state.TempDir(run, "t1-db-data")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	rep, err := tm.CopyTo(data, uid, gid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("template copied: %d files, %.1f MB in %v", rep.Files, float64(rep.Bytes)/(1<<20), rep.Wall.Round(time.Millisecond))
-	spec, err := DBSpec(DBConfig{Memory: 512 << 20, MaxConnections: 40, Data: platform.Volume{HostPath: data, Path: DataPath}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.db = start(t, ctx, p, spec)
-	s.dbAddr = s.db.Addr(pgserver.Port)
-	if err := DBReady(ctx, "db", s.dbAddr); err != nil {
-		t.Fatalf("%v\n%s", err, logTail(root, "t1-db"))
-	}
-	if withWeb {
-		spec, err := WebSpec(WebConfig{DBAddr: s.dbAddr, Workers: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.web = start(t, ctx, p, spec)
-		s.webAddr = s.web.Addr(WebPort)
-		if err := WebReady(ctx, "web", s.webAddr); err != nil {
-			t.Fatalf("%v\n%s", err, logTail(root, "t1-web"))
-		}
-	}
-	return s
-}
-
-func start(t *testing.T, ctx context.Context, p platform.Platform, spec platform.Spec) platform.Server {
-	t.Helper()
-	srv, err := p.Start(ctx, "t1", spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(context.Background()); err != nil {
-			t.Errorf("stopping %s: %v", spec.Name, err)
-		}
-	})
-	return srv
-}
-
-func logTail(root, name string) string {
-	b, _ := os.ReadFile(filepath.Join(root, "logs", name+".log"))
-	return name + " log:\n" + string(b)
-}
-
-func (s *stack) conn(t *testing.T) *pgx.Conn {
-	t.Helper()
-	c, err := pgx.Connect(context.Background(), pgserver.DSN(s.dbAddr, DBName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
+func money(c int) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }
 
 func count(t *testing.T, c *pgx.Conn, sql string, args ...any) int {
 	t.Helper()
@@ -184,11 +45,11 @@ func TestTemplateData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a template and starts PostgreSQL")
 	}
-	s := startStack(t, false)
-	c := s.conn(t)
-	d := testDataset(t)
+	s := dvdstoretest.Start(t, dvdstoretest.Options{})
+	c := s.Conn(t)
+	d := dvdstoretest.Dataset()
 	want := d.Counts()
-	g, _ := NewGenerator(d)
+	g, _ := dvdstore.NewGenerator(d)
 	for table, n := range map[string]int{
 		"categories": 16, "products": want.Products, "inventory": want.Products, "customers": want.Customers,
 		"orders": want.Orders(), "orderlines": g.Lines(), "cust_hist": g.Lines(), "reorder": 0,
@@ -223,7 +84,7 @@ func TestTemplateData(t *testing.T) {
 	// Sample rows are the generator's, field by field.
 	for _, i := range []int{1, 10000, 10001, 20000} {
 		cu := d.Customer(i)
-		var got Customer
+		var got dvdstore.Customer
 		var state *string
 		var zip *int
 		err := c.QueryRow(context.Background(), `SELECT customerid, firstname, lastname, address1, city, state, zip, country, region,
@@ -286,11 +147,11 @@ func TestTemplateData(t *testing.T) {
 
 	// The cache now holds the template: Ensure does not build again.
 	p2 := testenv.Platforms(t, runid.New(), t.TempDir(), platform.Native)[platform.Native].(*native.Platform)
-	tm, built, err := Cache{Dir: cacheDir}.Ensure(context.Background(), p2, d, nil)
-	if err != nil || built || tm.Meta.Key != sharedTemplate(t, p2).Meta.Key || tm.Meta.Counts != want {
+	tm, built, err := dvdstoretest.Cache(t).Ensure(context.Background(), p2, d, nil)
+	if err != nil || built || tm.Meta.Key != dvdstoretest.Template(t, p2).Meta.Key || tm.Meta.Counts != want {
 		t.Errorf("second Ensure: built %v, %+v, %v", built, tm.Meta, err)
 	}
-	if err := ShutDownCleanly(mustBin(t), tm.Dir); err != nil {
+	if err := dvdstore.ShutDownCleanly(mustBin(t), tm.Dir); err != nil {
 		t.Error(err)
 	}
 }
@@ -319,10 +180,10 @@ func TestFunctions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a template and starts PostgreSQL")
 	}
-	s := startStack(t, false)
-	c := s.conn(t)
+	s := dvdstoretest.Start(t, dvdstoretest.Options{})
+	c := s.Conn(t)
 	ctx := context.Background()
-	d := testDataset(t)
+	d := dvdstoretest.Dataset()
 
 	// A purchase of 2 of a product with 1 in stock, after a line of a well
 	// stocked one, rolls back entirely.
@@ -362,15 +223,15 @@ func TestFunctions(t *testing.T) {
 	if orderid != d.Counts().Orders()+1 && orderid != d.Counts().Orders()+2 {
 		t.Errorf("order id %d, want the next after the loaded %d (the rolled-back one may have taken one)", orderid, d.Counts().Orders())
 	}
-	if n := count(t, c, "SELECT quan_in_stock FROM inventory WHERE prod_id = $1", low); n != RestockTo {
-		t.Errorf("stock after falling to 1: %d, want the trigger's %d", n, RestockTo)
+	if n := count(t, c, "SELECT quan_in_stock FROM inventory WHERE prod_id = $1", low); n != dvdstore.RestockTo {
+		t.Errorf("stock after falling to 1: %d, want the trigger's %d", n, dvdstore.RestockTo)
 	}
 	var quanLow, quanReordered int
 	if err := c.QueryRow(ctx, "SELECT quan_low, quan_reordered FROM reorder WHERE prod_id = $1", low).Scan(&quanLow, &quanReordered); err != nil {
 		t.Fatalf("no REORDER row: %v", err)
 	}
-	if quanLow != 1 || quanReordered != RestockTo-1 {
-		t.Errorf("REORDER row: quan_low %d quan_reordered %d, want 1 and %d", quanLow, quanReordered, RestockTo-1)
+	if quanLow != 1 || quanReordered != dvdstore.RestockTo-1 {
+		t.Errorf("REORDER row: quan_low %d quan_reordered %d, want 1 and %d", quanLow, quanReordered, dvdstore.RestockTo-1)
 	}
 	if n := count(t, c, "SELECT count(*) FROM orderlines WHERE orderid = $1", orderid); n != 1 {
 		t.Errorf("order %d has %d lines", orderid, n)
@@ -484,13 +345,13 @@ func TestWebPages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a template and starts PostgreSQL and Apache")
 	}
-	s := startStack(t, true)
-	base := "http://" + s.webAddr
-	d := testDataset(t)
-	c := s.conn(t)
+	s := dvdstoretest.Start(t, dvdstoretest.Options{Web: true})
+	base := "http://" + s.WebAddr
+	d := dvdstoretest.Dataset()
+	c := s.Conn(t)
 
 	buyer := count(t, c, "SELECT min(customerid) FROM cust_hist")
-	st, m, body := get(t, base+"/login.php?username="+Username(buyer)+"&password=password")
+	st, m, body := get(t, base+"/login.php?username="+dvdstore.Username(buyer)+"&password=password")
 	if st != 200 || m["customerid"] != strconv.Itoa(buyer) || !strings.Contains(body, `class="purchase"`) {
 		t.Errorf("login: %d %v\n%s", st, m, body)
 	}
