@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -147,7 +150,7 @@ func TestTemplateData(t *testing.T) {
 
 	// The cache now holds the template: Ensure does not build again.
 	p2 := testenv.Platforms(t, runid.New(), t.TempDir(), platform.Native)[platform.Native].(*native.Platform)
-	tm, built, err := dvdstoretest.Cache(t).Ensure(context.Background(), p2, d, nil)
+	tm, built, err := dvdstoretest.Cache(t).Ensure(context.Background(), dvdstore.Builder{Platform: p2}, d)
 	if err != nil || built || tm.Meta.Key != dvdstoretest.Template(t, p2).Meta.Key || tm.Meta.Counts != want {
 		t.Errorf("second Ensure: built %v, %+v, %v", built, tm.Meta, err)
 	}
@@ -418,4 +421,56 @@ func TestWebPages(t *testing.T) {
 	if st != 405 {
 		t.Errorf("GET purchase.php: %d", st)
 	}
+}
+
+// TestBuildTiming builds the template of the size named by
+// NEARNATIVE_DVDSTORE_SIZE (10mb or 1gb) in a fresh cache, copies it twice
+// and logs how long each step took: the figures in BENCH.md come from
+//
+//	NEARNATIVE_DVDSTORE_SIZE=1gb go test -v -run TestBuildTiming -timeout 30m ./apps/dvdstore
+//
+// It is skipped unless that variable is set.
+func TestBuildTiming(t *testing.T) {
+	name := os.Getenv("NEARNATIVE_DVDSTORE_SIZE")
+	if name == "" || testing.Short() {
+		t.Skip("set NEARNATIVE_DVDSTORE_SIZE=10mb or 1gb to measure a template build")
+	}
+	size, err := dvdstore.ParseSize(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dvdstore.Dataset{Size: size, Scale: 1, Seed: 1}
+	dir, err := os.MkdirTemp("", "dvdstore-timing-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := runid.New()
+	root := t.TempDir()
+	p := testenv.Platforms(t, run, root, platform.Native)[platform.Native].(*native.Platform)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	tm, built, err := dvdstore.Cache{Dir: dir}.Ensure(ctx, dvdstore.Builder{Platform: p, LogDir: filepath.Join(root, "logs"), Log: testenv.Log{T: t}}, d)
+	if err != nil || !built {
+		t.Fatalf("Ensure: built %v, %v", built, err)
+	}
+	uid, gid, err := dvdstore.SystemUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		dst := filepath.Join(dir, "copy")
+		rep, err := tm.CopyTo(dst, uid, gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("copy %d: %d files, %.1f MB in %v (synced)", i, rep.Files, float64(rep.Bytes)/(1<<20), rep.Wall.Round(time.Millisecond))
+		if err := os.RemoveAll(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s: build %v; %s; data directory %.1f MB", d, tm.Meta.Build.Round(time.Millisecond), tm.Meta.Load, float64(tm.Meta.DataDirBytes)/(1<<20))
 }

@@ -115,13 +115,29 @@ func EstimateBytes(d Dataset) int64 {
 	return base + int64(c.Customers)*perCustomer + int64(c.Products)*perProduct + int64(c.Orders())*perOrder
 }
 
+// Builder is what a template build needs from the run that asks for it.
+type Builder struct {
+	// Platform runs the build's PostgreSQL (as the postgres user, labelled
+	// with the run, swept by cleanup).
+	Platform *native.Platform
+	// LogDir is the platform's log directory (the run's logs/): a failed
+	// build quotes the tail of the server's log from there.
+	LogDir string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// BuildServerName is the build server's spec name; its output is saved as
+// LogDir/template-dvdstore-template.log.
+const BuildServerName = "dvdstore-template"
+
 // Ensure returns the template of d, building it first if the cache has
-// none: a fresh cluster (initdb) started through the native platform p as
+// none: a fresh cluster (initdb) started through the native platform as
 // the postgres user with BuildSettings, loaded by Load, shut down cleanly,
 // checked with pg_controldata, and renamed into place. Concurrent callers
 // for the same key wait for one build (a lock file). built says whether
 // this call built it.
-func (c Cache) Ensure(ctx context.Context, p *native.Platform, d Dataset, log io.Writer) (t Template, built bool, err error) {
+func (c Cache) Ensure(ctx context.Context, b Builder, d Dataset) (t Template, built bool, err error) {
 	if err := d.Validate(); err != nil {
 		return t, false, err
 	}
@@ -148,12 +164,13 @@ func (c Cache) Ensure(ctx context.Context, p *native.Platform, d Dataset, log io
 	if t, ok, err := c.Lookup(d, version); ok || err != nil {
 		return t, false, err
 	}
-	t, err = c.build(ctx, p, d, bin, version, log)
+	t, err = c.build(ctx, b, d, bin, version)
 	return t, err == nil, err
 }
 
 // build loads d into a new cluster under the cache and moves it into place.
-func (c Cache) build(ctx context.Context, p *native.Platform, d Dataset, bin, version string, log io.Writer) (Template, error) {
+func (c Cache) build(ctx context.Context, b Builder, d Dataset, bin, version string) (Template, error) {
+	log := b.Log
 	start := time.Now()
 	key := Key(d, version)
 	final := filepath.Join(c.Dir, key)
@@ -192,13 +209,13 @@ func (c Cache) build(ctx context.Context, p *native.Platform, d Dataset, bin, ve
 	if err != nil {
 		return Template{}, err
 	}
-	spec, err := pgserver.Spec(pgserver.Config{Name: "dvdstore-template", Settings: pgserver.BuildSettings(mem), BinDir: bin,
+	spec, err := pgserver.Spec(pgserver.Config{Name: BuildServerName, Settings: pgserver.BuildSettings(mem), BinDir: bin,
 		Data: &platform.Volume{HostPath: data, Path: DataPath}})
 	if err != nil {
 		return Template{}, err
 	}
 	logf(log, "dvdstore: building the template %s (key %s) in %s", d, key, work)
-	srv, err := p.Start(ctx, "template", spec)
+	srv, err := b.Platform.Start(ctx, "template", spec)
 	if err != nil {
 		return Template{}, fmt.Errorf("starting PostgreSQL for the template build: %w", err)
 	}
@@ -213,18 +230,18 @@ func (c Cache) build(ctx context.Context, p *native.Platform, d Dataset, bin, ve
 	err = pgserver.Ready(rctx, spec.Name, addr, "postgres")
 	cancel()
 	if err != nil {
-		return Template{}, fmt.Errorf("template build: %w", err)
+		return Template{}, fmt.Errorf("template build: %w%s", err, b.logTail())
 	}
 	rep, err := Load(ctx, addr, d, runtime.NumCPU(), log)
 	if err != nil {
-		return Template{}, fmt.Errorf("loading the DVD Store template %s: %w", d, err)
+		return Template{}, fmt.Errorf("loading the DVD Store template %s: %w%s", d, err, b.logTail())
 	}
 	stopped = true
 	if err := srv.Stop(context.WithoutCancel(ctx)); err != nil {
 		return Template{}, fmt.Errorf("stopping the template build's PostgreSQL: %w", err)
 	}
 	if err := ShutDownCleanly(bin, data); err != nil {
-		return Template{}, err
+		return Template{}, fmt.Errorf("%w%s", err, b.logTail())
 	}
 	bytes, files, err := dirSize(data)
 	if err != nil {
@@ -233,8 +250,8 @@ func (c Cache) build(ctx context.Context, p *native.Platform, d Dataset, bin, ve
 	m := Meta{Key: key, Dataset: d.String(), Size: d.Size.Name, Scale: d.Scale, Seed: d.Seed, Counts: d.Counts(),
 		ServerVersion: version, SchemaHash: SchemaHash(), Load: rep, Build: time.Since(start),
 		DataDirBytes: bytes, Files: files, BuiltAt: time.Now().UTC()}
-	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(work, "meta.json"), b, 0o644); err != nil {
+	js, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(work, "meta.json"), js, 0o644); err != nil {
 		return Template{}, fmt.Errorf("writing template metadata: %w", err)
 	}
 	// fsync was off while loading: make the files durable before the
@@ -250,6 +267,23 @@ func (c Cache) build(ctx context.Context, p *native.Platform, d Dataset, bin, ve
 	return Template{Dir: filepath.Join(final, "data"), Meta: m}, nil
 }
 
+// logTail is the end of the build server's log, for error messages.
+func (b Builder) logTail() string {
+	if b.LogDir == "" {
+		return ""
+	}
+	path := filepath.Join(b.LogDir, "template-"+BuildServerName+".log")
+	out, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return "\nlast lines of " + path + ":\n  " + strings.Join(lines, "\n  ")
+}
+
 // ShutDownCleanly checks with pg_controldata that the cluster in data was
 // shut down cleanly (so a copy starts without crash recovery).
 func ShutDownCleanly(bin, data string) error {
@@ -260,7 +294,7 @@ func ShutDownCleanly(bin, data string) error {
 	for _, l := range strings.Split(string(out), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Database cluster state" {
 			if s := strings.TrimSpace(v); s != "shut down" {
-				return fmt.Errorf("the template's cluster state is %q, not \"shut down\": PostgreSQL did not stop cleanly (see the run's logs/template-dvdstore-template.log)", s)
+				return fmt.Errorf("the template's cluster state is %q, not \"shut down\": PostgreSQL did not stop cleanly", s)
 			}
 			return nil
 		}

@@ -81,7 +81,7 @@ func Template(t testing.TB, p *native.Platform) dvdstore.Template {
 		defer cancel()
 		start := time.Now()
 		var built bool
-		tmpl, built, tmplErr = c.Ensure(ctx, p, Dataset(), testenv.Log{T: t.(*testing.T)})
+		tmpl, built, tmplErr = c.Ensure(ctx, dvdstore.Builder{Platform: p, Log: testenv.Log{T: t.(*testing.T)}}, Dataset())
 		if tmplErr == nil && !built {
 			tmplErr = errors.New("the first Ensure in an empty cache did not build")
 		}
