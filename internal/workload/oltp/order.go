@@ -478,3 +478,10 @@ func (u *User) Purchase(ctx context.Context) error {
 // LastOrder says how the last purchase ended: its order id (0 when rolled
 // back) and whether it was rolled back.
 func (u *User) LastOrder() (orderID int, rolledBack bool) { return u.orderID, u.rolled }
+
+// MaxRollbackPct is the rollback rate above which a trial is marked, not
+// silently averaged (issue 15). DVD Store's sample run shows about 1.9%;
+// 3,000 direct orders by 4 users on the 10mb data rolled back 1.3% here
+// (stock uniform 0..500, restocked below 3: the products loaded with no
+// stock refuse every order).
+const MaxRollbackPct = 10
