@@ -58,7 +58,7 @@ func TestStackInDocker(t *testing.T) {
 	if err := dvdstore.DBReady(ctx, "db", db.Addr(pgserver.Port)); err != nil {
 		t.Fatalf("%v\n%s", err, dvdstoretest.LogTail(root, "t1-db"))
 	}
-	wspec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddr: db.Addr(pgserver.Port), Workers: 2})
+	wspec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddrs: []string{db.Addr(pgserver.Port)}, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -474,3 +474,38 @@ func TestBuildTiming(t *testing.T) {
 	}
 	t.Logf("%s: build %v; %s; data directory %.1f MB", d, tm.Meta.Build.Round(time.Millisecond), tm.Meta.Load, float64(tm.Meta.DataDirBytes)/(1<<20))
 }
+
+// TestTwoSitesOneApache runs the seed's native web layout: one Apache with
+// a virtual host per instance, each on its own port and database. An order
+// through each site lands in that site's database only.
+func TestTwoSitesOneApache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers and Apache")
+	}
+	a := dvdstoretest.Start(t, dvdstoretest.Options{})
+	b := dvdstoretest.Start(t, dvdstoretest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddrs: []string{a.DBAddr, b.DBAddr}, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := dvdstoretest.StartServer(t, ctx, a.Platform, spec)
+	orders := dvdstoretest.Dataset().Counts().Orders()
+	for i, s := range []*dvdstoretest.Stack{a, b} {
+		addr := web.Addr(dvdstore.SitePort(i))
+		if err := dvdstore.WebReady(ctx, "web", addr); err != nil {
+			t.Fatalf("site %d: %v\n%s", i, err, dvdstoretest.LogTail(a.Root, "t1-web"))
+		}
+		for k := 0; k <= i; k++ { // one order through site 0, two through site 1
+			st, m, _ := post(t, "http://"+addr+"/purchase.php", url.Values{"customerid": {"9"}, "netamount": {"10.99"},
+				"taxamount": {"0.91"}, "totalamount": {"11.90"}, "prod_id[]": {"7"}, "quantity[]": {"1"}})
+			if st != 200 || m["orderid"] == "" {
+				t.Fatalf("site %d: purchase %d %v", i, st, m)
+			}
+		}
+		if n := count(t, s.Conn(t), "SELECT count(*) FROM orders"); n != orders+i+1 {
+			t.Errorf("database of site %d holds %d orders, want %d", i, n, orders+i+1)
+		}
+	}
+}

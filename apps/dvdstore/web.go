@@ -23,8 +23,11 @@ import (
 //go:embed web/httpd.conf.tmpl web/www/*.php
 var webFS embed.FS
 
-// WebPort is the name of the web server's port.
-const WebPort = "http"
+// SitePort is the name of the port of site i (0-based) of a web server.
+func SitePort(i int) string { return "http" + strconv.Itoa(i) }
+
+// WebPort is the port of a web server's first (or only) site.
+var WebPort = SitePort(0)
 
 // WebUser runs Apache: Debian's www-data. Apache started as root would
 // switch to it for its workers anyway; starting as www-data keeps every file
@@ -39,16 +42,22 @@ const (
 )
 
 // WebConfig describes one web server: Apache with mod_php (prefork) serving
-// the shop's PHP pages, which call the database's functions.
+// the shop's PHP pages, which call the database's functions. It serves one
+// site per database: a virtual host on its own port (SitePort(i)). The
+// seed's native layout is one Apache with a virtual host per instance; in
+// containers each instance has an Apache of its own with one site.
 type WebConfig struct {
 	// Name is the spec's name (default "web").
 	Name string
-	// DBAddr is the database's host:port as the web server sees it.
-	DBAddr string
-	// Workers is the fixed number of Apache processes: the most concurrent
-	// connections it serves (each holds one persistent database
-	// connection). It must cover the users of the instance: a keep-alive
-	// connection holds its process.
+	// DBAddrs are the databases' host:port as the web server sees them,
+	// one site each.
+	DBAddrs []string
+	// Workers is the fixed number of Apache processes, shared by the
+	// sites: the most concurrent connections it serves. It must cover the
+	// users of every site, since a keep-alive connection holds its
+	// process. Each process keeps one persistent connection to each
+	// database it has served, so each database must accept Workers
+	// connections from this server.
 	Workers int
 	// KeepAlive is how long an idle connection is kept (default 15 s).
 	KeepAlive time.Duration
@@ -60,12 +69,17 @@ const DefaultWorkers = 16
 
 // Validate checks the configuration.
 func (c WebConfig) Validate() error {
-	host, port, err := net.SplitHostPort(c.DBAddr)
-	if err != nil || host == "" {
-		return fmt.Errorf("dvdstore web: database address %q: want host:port", c.DBAddr)
+	if len(c.DBAddrs) == 0 {
+		return fmt.Errorf("dvdstore web: no database address (one per site)")
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("dvdstore web: database address %q: bad port", c.DBAddr)
+	for _, a := range c.DBAddrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || strings.ContainsAny(host, "\" \n") {
+			return fmt.Errorf("dvdstore web: database address %q: want host:port", a)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("dvdstore web: database address %q: bad port", a)
+		}
 	}
 	if c.Workers < 1 || c.Workers > 4096 {
 		return fmt.Errorf("dvdstore web: %d Apache workers: want 1 to 4096", c.Workers)
@@ -78,58 +92,72 @@ func (c WebConfig) Validate() error {
 
 var confTmpl = template.Must(template.ParseFS(webFS, "web/httpd.conf.tmpl"))
 
-// Render returns the Apache configuration and the PHP configuration file
-// of c.
-func (c WebConfig) Render() (httpdConf, configPHP []byte, err error) {
+type site struct {
+	I   int
+	DSN string // libpq connection string of the site's database
+}
+
+// Render returns the Apache configuration of c.
+func (c WebConfig) Render() ([]byte, error) {
 	if err := c.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ka := c.KeepAlive
 	if ka == 0 {
 		ka = 15 * time.Second
 	}
+	var sites []site
+	for i, a := range c.DBAddrs {
+		host, port, _ := net.SplitHostPort(a)
+		sites = append(sites, site{I: i, DSN: fmt.Sprintf("host=%s port=%s dbname=%s user=postgres connect_timeout=10", host, port, DBName)})
+	}
 	var b bytes.Buffer
-	err = confTmpl.Execute(&b, struct {
+	err := confTmpl.Execute(&b, struct {
 		Modules          string
 		Workers          int
 		KeepAliveSeconds int
-	}{ApacheModules, c.Workers, int(ka / time.Second)})
+		Sites            []site
+	}{ApacheModules, c.Workers, int(ka / time.Second), sites})
 	if err != nil {
-		return nil, nil, fmt.Errorf("rendering httpd.conf: %w", err)
+		return nil, fmt.Errorf("rendering httpd.conf: %w", err)
 	}
-	host, port, _ := net.SplitHostPort(c.DBAddr)
-	dsn := fmt.Sprintf("host=%s port=%s dbname=%s user=postgres connect_timeout=10", host, port, DBName)
-	php := fmt.Sprintf("<?php\n// Written by nearnative: the database as this web server sees it.\nconst DS_DSN = '%s';\n", dsn)
-	return b.Bytes(), []byte(php), nil
+	return b.Bytes(), nil
 }
 
-// WebSpec returns the spec of one web server. Its pages (reached at
-// Addr(WebPort)): /ready.php, /login.php, /newcustomer.php, /browse.php,
+// WebSpec returns the spec of one web server. Site i's pages are reached at
+// Addr(SitePort(i)): /ready.php, /login.php, /newcustomer.php, /browse.php,
 // /prices.php and /purchase.php.
 func WebSpec(c WebConfig) (platform.Spec, error) {
 	if c.Name == "" {
 		c.Name = "web"
 	}
-	conf, php, err := c.Render()
+	conf, err := c.Render()
 	if err != nil {
 		return platform.Spec{}, err
 	}
-	files := []platform.File{{Path: "httpd.conf", Content: conf}, {Path: "www/config.php", Content: php}}
+	files := []platform.File{{Path: "httpd.conf", Content: conf}}
 	pages, _ := fs.Glob(webFS, "web/www/*.php")
 	for _, p := range pages {
 		b, _ := webFS.ReadFile(p)
 		files = append(files, platform.File{Path: "www/" + path.Base(p), Content: b})
 	}
+	var ports []string
+	for i := range c.DBAddrs {
+		ports = append(ports, SitePort(i))
+	}
 	return platform.Spec{
 		Name:  c.Name,
-		Ports: []string{WebPort},
+		Ports: ports,
 		User:  WebUser,
 		Files: files,
 		Command: func(l platform.Listen) []string {
-			return []string{ApacheBin, "-d", l.Dir, "-f", path.Join(l.Dir, "httpd.conf"),
-				"-C", "Define NN_DIR " + l.Dir,
-				"-C", "Define NN_LISTEN " + net.JoinHostPort(l.Host, strconv.Itoa(l.Port(WebPort))),
-				"-DFOREGROUND"}
+			argv := []string{ApacheBin, "-d", l.Dir, "-f", path.Join(l.Dir, "httpd.conf"), "-C", "Define NN_DIR " + l.Dir}
+			for i, name := range ports {
+				port := strconv.Itoa(l.Port(name))
+				argv = append(argv, "-C", fmt.Sprintf("Define NN_LISTEN%d %s", i, net.JoinHostPort(l.Host, port)),
+					"-C", fmt.Sprintf("Define NN_PORT%d %s", i, port))
+			}
+			return append(argv, "-DFOREGROUND")
 		},
 	}, nil
 }

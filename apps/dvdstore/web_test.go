@@ -36,12 +36,16 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestWebRender(t *testing.T) {
-	conf, php, err := WebConfig{DBAddr: "172.17.0.3:41234", Workers: 12}.Render()
+	conf, err := WebConfig{DBAddrs: []string{"172.17.0.3:41234"}, Workers: 12}.Render()
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "httpd.conf", conf)
-	golden(t, "config.php", php)
+	conf, err = WebConfig{DBAddrs: []string{"127.0.0.1:41234", "127.0.0.1:41235", "[::1]:41236"}, Workers: 12, KeepAlive: 5 * time.Second}.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "httpd-3-sites.conf", conf)
 }
 
 func TestWebConfigValidate(t *testing.T) {
@@ -50,13 +54,16 @@ func TestWebConfigValidate(t *testing.T) {
 		c    WebConfig
 		want string
 	}{
-		{"ok", WebConfig{DBAddr: "127.0.0.1:5432", Workers: 4}, ""},
-		{"ipv6", WebConfig{DBAddr: "[::1]:5432", Workers: 4}, ""},
-		{"no port", WebConfig{DBAddr: "127.0.0.1", Workers: 4}, "host:port"},
-		{"bad port", WebConfig{DBAddr: "db:99999", Workers: 4}, "bad port"},
-		{"no host", WebConfig{DBAddr: ":5432", Workers: 4}, "host:port"},
-		{"no workers", WebConfig{DBAddr: "db:5432"}, "workers"},
-		{"tiny keep-alive", WebConfig{DBAddr: "db:5432", Workers: 1, KeepAlive: time.Millisecond}, "keep-alive"},
+		{"ok", WebConfig{DBAddrs: []string{"127.0.0.1:5432"}, Workers: 4}, ""},
+		{"two sites", WebConfig{DBAddrs: []string{"127.0.0.1:5432", "127.0.0.1:5433"}, Workers: 4}, ""},
+		{"ipv6", WebConfig{DBAddrs: []string{"[::1]:5432"}, Workers: 4}, ""},
+		{"no site", WebConfig{Workers: 4}, "no database address"},
+		{"no port", WebConfig{DBAddrs: []string{"127.0.0.1"}, Workers: 4}, "host:port"},
+		{"bad port", WebConfig{DBAddrs: []string{"127.0.0.1:5432", "db:99999"}, Workers: 4}, "bad port"},
+		{"no host", WebConfig{DBAddrs: []string{":5432"}, Workers: 4}, "host:port"},
+		{"quote in host", WebConfig{DBAddrs: []string{`a"b:5432`}, Workers: 4}, "host:port"},
+		{"no workers", WebConfig{DBAddrs: []string{"db:5432"}}, "workers"},
+		{"tiny keep-alive", WebConfig{DBAddrs: []string{"db:5432"}, Workers: 1, KeepAlive: time.Millisecond}, "keep-alive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,14 +76,14 @@ func TestWebConfigValidate(t *testing.T) {
 }
 
 func TestWebSpec(t *testing.T) {
-	spec, err := WebSpec(WebConfig{DBAddr: "127.0.0.1:5432", Workers: 4})
+	spec, err := WebSpec(WebConfig{DBAddrs: []string{"127.0.0.1:5432"}, Workers: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := spec.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if spec.Name != "web" || spec.User != WebUser || !reflect.DeepEqual(spec.Ports, []string{WebPort}) {
+	if spec.Name != "web" || spec.User != WebUser || !reflect.DeepEqual(spec.Ports, []string{"http0"}) || WebPort != "http0" {
 		t.Errorf("spec %q user %q ports %v", spec.Name, spec.User, spec.Ports)
 	}
 	var files []string
@@ -93,16 +100,33 @@ func TestWebSpec(t *testing.T) {
 		l    platform.Listen
 		want []string
 	}{
-		{platform.Listen{Host: "127.0.0.1", Ports: map[string]int{"http": 8080}, Dir: "/tmp/nn-x-web"},
+		{platform.Listen{Host: "127.0.0.1", Ports: map[string]int{"http0": 8080}, Dir: "/tmp/nn-x-web"},
 			[]string{ApacheBin, "-d", "/tmp/nn-x-web", "-f", "/tmp/nn-x-web/httpd.conf", "-C", "Define NN_DIR /tmp/nn-x-web",
-				"-C", "Define NN_LISTEN 127.0.0.1:8080", "-DFOREGROUND"}},
-		{platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"http": 41000}, Dir: platform.ContainerDir},
+				"-C", "Define NN_LISTEN0 127.0.0.1:8080", "-C", "Define NN_PORT0 8080", "-DFOREGROUND"}},
+		{platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"http0": 41000}, Dir: platform.ContainerDir},
 			[]string{ApacheBin, "-d", "/nearnative", "-f", "/nearnative/httpd.conf", "-C", "Define NN_DIR /nearnative",
-				"-C", "Define NN_LISTEN 0.0.0.0:41000", "-DFOREGROUND"}},
+				"-C", "Define NN_LISTEN0 0.0.0.0:41000", "-C", "Define NN_PORT0 41000", "-DFOREGROUND"}},
 	} {
 		if got := spec.Command(tt.l); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("Command(%+v) = %q", tt.l, got)
 		}
+	}
+}
+
+func TestWebSpecSites(t *testing.T) {
+	spec, err := WebSpec(WebConfig{DBAddrs: []string{"127.0.0.1:5432", "127.0.0.1:5433"}, Workers: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spec.Ports, []string{"http0", "http1"}) {
+		t.Errorf("ports %v", spec.Ports)
+	}
+	got := spec.Command(platform.Listen{Host: "127.0.0.1", Ports: map[string]int{"http0": 8080, "http1": 8081}, Dir: "/d"})
+	want := []string{ApacheBin, "-d", "/d", "-f", "/d/httpd.conf", "-C", "Define NN_DIR /d",
+		"-C", "Define NN_LISTEN0 127.0.0.1:8080", "-C", "Define NN_PORT0 8080",
+		"-C", "Define NN_LISTEN1 127.0.0.1:8081", "-C", "Define NN_PORT1 8081", "-DFOREGROUND"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Command = %q", got)
 	}
 }
 

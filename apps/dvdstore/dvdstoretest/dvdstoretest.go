@@ -154,7 +154,7 @@ func Start(t *testing.T, o Options) *Stack {
 		t.Fatalf("%v\n%s", err, LogTail(s.Root, "t1-db"))
 	}
 	if o.Web {
-		spec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddr: s.DBAddr, Workers: o.Workers})
+		spec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddrs: []string{s.DBAddr}, Workers: o.Workers})
 		if err != nil {
 			t.Fatal(err)
 		}
