@@ -55,7 +55,7 @@ func TestStackInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := dvdstoretest.StartServer(t, ctx, p, spec)
-	if err := dvdstore.DBReady(ctx, "db", db.Addr(pgserver.Port)); err != nil {
+	if err := dvdstore.DBReady(ctx, db.Addr(pgserver.Port)); err != nil {
 		t.Fatalf("%v\n%s", err, dvdstoretest.LogTail(root, "t1-db"))
 	}
 	wspec, err := dvdstore.WebSpec(dvdstore.WebConfig{DBAddrs: []string{db.Addr(pgserver.Port)}, Workers: 2})
@@ -63,7 +63,7 @@ func TestStackInDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	web := dvdstoretest.StartServer(t, ctx, p, wspec)
-	if err := dvdstore.WebReady(ctx, "web", web.Addr(dvdstore.WebPort)); err != nil {
+	if err := dvdstore.WebReady(ctx, web.Addr(dvdstore.WebPort)); err != nil {
 		t.Fatalf("%v\n%s", err, dvdstoretest.LogTail(root, "t1-web"))
 	}
 	t.Logf("db %s, web %s", db.Describe(), web.Describe())

@@ -120,9 +120,11 @@ func DBSpec(c DBConfig) (platform.Spec, error) {
 }
 
 // DBReady waits until the shop's database at addr answers and holds the
-// loaded schema (16 categories), retrying until ctx ends. The error names
-// the server; callers add the tail of its log.
-func DBReady(ctx context.Context, name, addr string) error {
+// loaded schema (16 categories), retrying until ctx ends (a
+// topology.ReadyFunc). The error names the server; callers add the tail of
+// its log.
+func DBReady(ctx context.Context, addr string) error {
+	const name = "DVD Store database"
 	if err := pgserver.Ready(ctx, name, addr, DBName); err != nil {
 		return err
 	}

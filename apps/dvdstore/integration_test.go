@@ -494,7 +494,7 @@ func TestTwoSitesOneApache(t *testing.T) {
 	orders := dvdstoretest.Dataset().Counts().Orders()
 	for i, s := range []*dvdstoretest.Stack{a, b} {
 		addr := web.Addr(dvdstore.SitePort(i))
-		if err := dvdstore.WebReady(ctx, "web", addr); err != nil {
+		if err := dvdstore.WebReady(ctx, addr); err != nil {
 			t.Fatalf("site %d: %v\n%s", i, err, dvdstoretest.LogTail(a.Root, "t1-web"))
 		}
 		for k := 0; k <= i; k++ { // one order through site 0, two through site 1

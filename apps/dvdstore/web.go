@@ -164,11 +164,11 @@ func WebSpec(c WebConfig) (platform.Spec, error) {
 
 var readyMark = regexp.MustCompile(`<p class="ready">(\d+) categories</p>`)
 
-// WebReady waits until the web server at addr (host:port) serves
-// /ready.php, a page that queries the database, retrying until ctx ends.
-// The error names the server and says what the last attempt saw; callers
-// add the tail of its log.
-func WebReady(ctx context.Context, name, addr string) error {
+// WebReady waits until the web server's site at addr (host:port) serves
+// /ready.php, a page that queries the site's database, retrying until ctx
+// ends (a topology.ReadyFunc). The error names the server and says what the
+// last attempt saw; callers add the tail of its log.
+func WebReady(ctx context.Context, addr string) error {
 	url := "http://" + addr + "/ready.php"
 	client := &http.Client{Timeout: 5 * time.Second}
 	start := time.Now()
@@ -183,8 +183,8 @@ func WebReady(ctx context.Context, name, addr string) error {
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%s: the DVD Store web server at %s did not serve %s within %v: %w",
-				name, addr, url, time.Since(start).Round(100*time.Millisecond), last)
+			return fmt.Errorf("the DVD Store web server at %s did not serve %s within %v: %w",
+				addr, url, time.Since(start).Round(100*time.Millisecond), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

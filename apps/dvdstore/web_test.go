@@ -1,11 +1,13 @@
 package dvdstore
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +157,26 @@ func TestSnippet(t *testing.T) {
 	}
 	if got := snippet([]byte(strings.Repeat("x", 400))); len(got) != 303 {
 		t.Errorf("long snippet: %d bytes", len(got))
+	}
+}
+
+// TestReadyTimeouts checks that a probe that runs out of time names the
+// server and says what it saw.
+func TestReadyTimeouts(t *testing.T) {
+	ports, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	for name, probe := range map[string]func(context.Context, string) error{
+		"DVD Store database: PostgreSQL at " + addr: DBReady,
+		"the DVD Store web server at " + addr:       WebReady,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := probe(ctx, addr)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "connect") {
+			t.Errorf("probe of a closed port: %v, want it to start with %q and say why", err, name)
+		}
 	}
 }

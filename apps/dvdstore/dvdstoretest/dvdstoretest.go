@@ -150,7 +150,7 @@ func Start(t *testing.T, o Options) *Stack {
 	}
 	s.DB = StartServer(t, ctx, s.Platform, spec)
 	s.DBAddr = s.DB.Addr(pgserver.Port)
-	if err := dvdstore.DBReady(ctx, "db", s.DBAddr); err != nil {
+	if err := dvdstore.DBReady(ctx, s.DBAddr); err != nil {
 		t.Fatalf("%v\n%s", err, LogTail(s.Root, "t1-db"))
 	}
 	if o.Web {
@@ -160,7 +160,7 @@ func Start(t *testing.T, o Options) *Stack {
 		}
 		s.Web = StartServer(t, ctx, s.Platform, spec)
 		s.WebAddr = s.Web.Addr(dvdstore.WebPort)
-		if err := dvdstore.WebReady(ctx, "web", s.WebAddr); err != nil {
+		if err := dvdstore.WebReady(ctx, s.WebAddr); err != nil {
 			t.Fatalf("%v\n%s", err, LogTail(s.Root, "t1-web"))
 		}
 	}
