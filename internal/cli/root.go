@@ -21,6 +21,7 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/fio"
 	"github.com/nearnative/nearnative/internal/workload/icc"
 	"github.com/nearnative/nearnative/internal/workload/linpack"
+	"github.com/nearnative/nearnative/internal/workload/pgbench"
 	"github.com/nearnative/nearnative/internal/workload/redis"
 	"github.com/nearnative/nearnative/internal/workload/stream"
 	"github.com/nearnative/nearnative/internal/workload/tcprr"
@@ -58,7 +59,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{})
 }
 
 type app struct {
