@@ -25,7 +25,7 @@ quick: setup
 
 vet:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l cmd internal studies e2e bench)" || { gofmt -l cmd internal studies e2e bench; echo 'gofmt needed'; exit 1; }
+	@test -z "$$(gofmt -l cmd internal apps studies e2e bench)" || { gofmt -l cmd internal apps studies e2e bench; echo 'gofmt needed'; exit 1; }
 
 # Unit and integration tests; integration tests use the real Docker engine,
 # real servers and the workload image that setup builds.
