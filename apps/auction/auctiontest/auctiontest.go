@@ -33,7 +33,8 @@ type Options struct {
 	// BrokerAddr replaces the broker with this address (a test of an
 	// unreachable broker); no broker is started.
 	BrokerAddr string
-	// NoWait skips waiting for the application servers and nginx.
+	// NoWait skips waiting for the application servers and nginx (the
+	// database and the broker are waited for).
 	NoWait bool
 }
 
@@ -106,7 +107,7 @@ func Start(t *testing.T, o Options) *Stack {
 	}
 	t.Logf("data template %s (%v)", s.Template.Dir, time.Since(start).Round(time.Millisecond))
 
-	startServer := func(spec platform.Spec, probe func(context.Context, string) error, port string) platform.Server {
+	startServer := func(spec platform.Spec) platform.Server {
 		t.Helper()
 		srv, err := nat.Start(ctx, "stack", spec)
 		if err != nil {
@@ -117,18 +118,20 @@ func Start(t *testing.T, o Options) *Stack {
 			if err := srv.Stop(context.Background()); err != nil {
 				t.Errorf("stopping %s: %v", spec.Name, err)
 			}
-			if d := time.Since(st); d > 2*time.Second {
+			if d := time.Since(st); d > 3*time.Second {
 				t.Logf("stopping %s took %v; last lines of its log:\n%s", spec.Name, d.Round(time.Millisecond), s.LogTail(spec.Name, 8))
 			}
 		})
 		s.Servers[spec.Name] = srv
-		if probe != nil {
-			addr := srv.Addr(port)
-			if err := auction.WaitReady(ctx, spec.Name, 90*time.Second, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
-				t.Fatalf("%v\nlast lines of its log:\n%s", err, s.LogTail(spec.Name, 15))
-			}
-		}
 		return srv
+	}
+	wait := func(name, addr string, probe func(context.Context, string) error) {
+		t.Helper()
+		// Generous: the servers boot together, and `make test` loads the
+		// machine with every other package's tests.
+		if err := auction.WaitReady(ctx, name, 150*time.Second, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
+			t.Fatalf("%v\nlast lines of its log:\n%s", err, s.LogTail(name, 15))
+		}
 	}
 
 	// PostgreSQL on a fresh copy of the template.
@@ -146,13 +149,15 @@ func Start(t *testing.T, o Options) *Stack {
 		t.Fatal(err)
 	}
 	t.Logf("copied the template in %v", time.Since(start).Round(time.Millisecond))
+
+	// Every server starts at once (the application servers retry the
+	// database and the broker until they answer); then each is waited for.
 	start = time.Now()
 	pgSpec, err := auction.PostgresSpec("pg", auction.PostgresSettings{DataDir: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.DB = startServer(pgSpec, auction.PostgresReady, auction.PortPostgres).Addr(auction.PortPostgres)
-
+	s.DB = startServer(pgSpec).Addr(auction.PortPostgres)
 	if o.BrokerAddr != "" {
 		s.Broker = o.BrokerAddr
 	} else {
@@ -160,11 +165,8 @@ func Start(t *testing.T, o Options) *Stack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Broker = startServer(bSpec, auction.BrokerReady, auction.PortAMQP).Addr(auction.PortAMQP)
+		s.Broker = startServer(bSpec).Addr(auction.PortAMQP)
 	}
-
-	// The application servers start together; each is then waited for.
-	var apps []platform.Server
 	for i := 1; i <= o.AppServers; i++ {
 		spec, err := auction.AppServerSpec(fmt.Sprintf("app%d", i), auction.AppServerSettings{
 			DB: s.DB, Broker: s.Broker, WAR: war, ItemIdle: o.ItemIdle, Heap: "256m",
@@ -172,31 +174,26 @@ func Start(t *testing.T, o Options) *Stack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		apps = append(apps, startServer(spec, nil, ""))
-	}
-	for i, a := range apps {
-		s.Apps = append(s.Apps, a.Addr(auction.PortHTTP))
-		if o.NoWait {
-			continue
-		}
-		name := fmt.Sprintf("app%d", i+1)
-		addr := a.Addr(auction.PortHTTP)
-		if err := auction.WaitReady(ctx, name, 120*time.Second, func(ctx context.Context) error { return auction.AppReady(ctx, addr) }); err != nil {
-			t.Fatalf("%v\nlast lines of its log:\n%s", err, s.LogTail(name, 15))
-		}
-	}
-	if !o.NoWait {
-		t.Logf("PostgreSQL, RabbitMQ and %d application servers ready after %v", o.AppServers, time.Since(start).Round(time.Millisecond))
+		s.Apps = append(s.Apps, startServer(spec).Addr(auction.PortHTTP))
 	}
 	webSpec, err := auction.WebSpec("web", auction.WebSettings{AppServers: s.Apps, ItemIdle: o.ItemIdle, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := auction.WebReady
-	if o.NoWait {
-		probe = nil
+	s.Web = startServer(webSpec).Addr(auction.PortHTTP)
+
+	wait("pg", s.DB, auction.PostgresReady)
+	if o.BrokerAddr == "" {
+		wait("broker", s.Broker, auction.BrokerReady)
 	}
-	s.Web = startServer(webSpec, probe, auction.PortHTTP).Addr(auction.PortHTTP)
+	if o.NoWait {
+		return s
+	}
+	for i, a := range s.Apps {
+		wait(fmt.Sprintf("app%d", i+1), a, auction.AppReady)
+	}
+	wait("web", s.Web, auction.WebReady)
+	t.Logf("PostgreSQL, RabbitMQ, %d application servers and nginx ready after %v", o.AppServers, time.Since(start).Round(time.Millisecond))
 	return s
 }
 
