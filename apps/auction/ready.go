@@ -89,11 +89,12 @@ func getOK(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: reading the answer: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		var e struct{ Error string }
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, e.Error)
+			return nil, fmt.Errorf("GET %s: %s: %s", url, status, e.Error)
 		}
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, status)
 	}
 	return b, nil
 }

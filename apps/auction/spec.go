@@ -390,6 +390,10 @@ func AppServerSpec(name string, s AppServerSettings) (platform.Spec, error) {
 			return []string{"java",
 				"-Xms" + s.Heap, "-Xmx" + s.Heap,
 				"-Djava.awt.headless=true",
+				// A port lost to another process between its choice and the
+				// bind ends the server, rather than leaving it running
+				// without its connector.
+				"-Dorg.apache.catalina.startup.EXIT_ON_INIT_FAILURE=true",
 				// What Debian's catalina.sh passes on Java 9 and later.
 				"--add-opens=java.base/java.lang=ALL-UNNAMED",
 				"--add-opens=java.base/java.io=ALL-UNNAMED",

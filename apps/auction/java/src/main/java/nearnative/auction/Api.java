@@ -197,17 +197,20 @@ public final class Api extends HttpServlet {
     }
 
     private Object health() throws HttpError {
-        String p = app.startProblem;
-        if (p == null) {
-            p = app.broker.problem();
+        StringBuilder p = new StringBuilder();
+        for (String problem : new String[] {app.broker.problem(), app.startProblem}) {
+            if (problem != null) {
+                p.append(p.length() > 0 ? "; " : "").append(problem);
+            }
         }
-        if (p == null) {
+        if (p.length() == 0) {
             try {
                 int running = app.store.runningAuctions();
                 return Map.of("status", "ok", "node", app.cfg.node(), "runningAuctions", running,
                         "liveAuctions", app.live.size());
             } catch (SQLException e) {
-                p = "database " + app.cfg.dbHost() + ":" + app.cfg.dbPort() + ": " + e.getMessage();
+                p.append("database ").append(app.cfg.dbHost()).append(':').append(app.cfg.dbPort()).append(": ")
+                        .append(e.getMessage());
             }
         }
         throw new HttpError(503, "node " + app.cfg.node() + " not ready: " + p);

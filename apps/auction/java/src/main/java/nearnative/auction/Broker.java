@@ -31,7 +31,7 @@ final class Broker implements AutoCloseable {
     private final String node;
     private volatile Connection conn;
     private volatile Channel pub;
-    private volatile String lastError = "not connected yet";
+    private volatile String lastError = "broker: not connected yet";
     private volatile boolean closed;
     private Thread connector;
 
