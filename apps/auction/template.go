@@ -152,6 +152,13 @@ func EnsureTemplate(ctx context.Context, o TemplateOptions) (*Template, error) {
 	if t, err := openTemplate(dir); err == nil {
 		return t, nil
 	}
+	// Half-made templates of this key are a crashed build's: we hold the lock.
+	if old, _ := filepath.Glob(dir + ".tmp-*"); len(old) > 0 {
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
+		o.logf("auction data %s: removed %d half-made template(s) of a crashed build", o.Size.Name(), len(old))
+	}
 	tmp, err := os.MkdirTemp(templatesDir(o.State), filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("auction template: %w", err)

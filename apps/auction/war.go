@@ -93,6 +93,11 @@ func BuildWAR(ctx context.Context, d state.Dir, log io.Writer) (string, error) {
 	if _, err := os.Stat(out); err == nil { // built while we waited
 		return out, nil
 	}
+	// Build directories left here are a crashed build's: we hold the lock.
+	old, _ := filepath.Glob(filepath.Join(appDir(d), "war", "build-*"))
+	for _, o := range old {
+		os.RemoveAll(o)
+	}
 	src, err := os.MkdirTemp(filepath.Join(appDir(d), "war"), "build-")
 	if err != nil {
 		return "", fmt.Errorf("building the auction application: %w", err)
