@@ -46,8 +46,9 @@ func NewClient(addr string) *Client {
 // Close drops the idle connections.
 func (c *Client) Close() { c.tr.CloseIdleConnections() }
 
-// OpTimeout bounds one request; a long poll is answered within 1.5 times
-// the item idle time (45 s with Weathervane's 30 s).
+// OpTimeout bounds one request, so that a server that never answers is a
+// failure rather than a stuck user; a long poll is answered within 1.5
+// times the item idle time (45 s with Weathervane's 30 s).
 const OpTimeout = 2 * time.Minute
 
 // Representations of the application's JSON (apps/auction/java Model.java).
@@ -172,6 +173,8 @@ func (e *HTTPError) Error() string {
 // do sends one request and decodes a JSON answer into out (unless nil).
 // body is sent as JSON, or as is when it is []byte (with contentType).
 func (s *session) do(ctx context.Context, c *Client, method, path string, body any, contentType string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	defer cancel()
 	var rd io.Reader
 	if b, ok := body.([]byte); ok {
 		rd = bytes.NewReader(b)
@@ -228,6 +231,8 @@ func errorText(b []byte) string {
 // static GETs a static file as a browser does: with the ETag it has
 // cached, so an unchanged file costs a 304.
 func (s *session) static(ctx context.Context, c *Client, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", path, err)
@@ -274,6 +279,8 @@ func (s *session) image(ctx context.Context, c *Client, url string) error {
 	if cached {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+url, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
