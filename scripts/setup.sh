@@ -124,5 +124,11 @@ make --no-print-directory build
 install -m 0755 bin/nearnative /usr/local/bin/nearnative
 say "installed /usr/local/bin/nearnative ($(nearnative version))"
 
+# The auction application server (a WAR) is built with Maven from the
+# sources embedded in apps/auction; the WAR and Maven's repository are kept
+# under the state directory, so a second run takes no time and no network.
+war=$(go run ./apps/auction/cmd/auction-build) || die "building the auction application failed (see above)"
+say "auction application: $war"
+
 nearnative image build
 say "done: try \`nearnative doctor\` and \`nearnative run redis --quick\`"
