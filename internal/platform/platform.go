@@ -163,6 +163,29 @@ type CPUReporter interface {
 	CPUTime(ctx context.Context) (time.Duration, error)
 }
 
+// CPUDescriber is implemented by CPUReporters that say what their CPU time
+// counts, for the record: "cgroup v1 cpuacct nearnative/RUN/NAME", "the
+// whole guest: the qemu process on the host".
+type CPUDescriber interface {
+	CPUSource() string
+}
+
+// OverheadReporter is implemented by servers whose platform runs helper
+// processes on the host on their behalf (Docker's userland proxy for a
+// published port): OverheadCPUTime is those processes' CPU time so far, which
+// belongs to the run's own CPU rather than to the rest of the machine.
+type OverheadReporter interface {
+	OverheadCPUTime(ctx context.Context) (time.Duration, error)
+}
+
+// Degrader is implemented by platforms that can run in a degraded or
+// fallback mode (a VM emulated without KVM, on a user-mode network; native
+// servers without a cgroup). Degradations lists the modes in effect so far,
+// each one sentence; the run stores them and every report shows them.
+type Degrader interface {
+	Degradations() []string
+}
+
 // Options are the resource settings a platform variant applies to its servers.
 type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"
