@@ -64,8 +64,8 @@ func TestTrialOnPlatforms(t *testing.T) {
 				if c := res.Values[MetricCPUPerGB]; !(c > 0) {
 					t.Errorf("%s = %v, want > 0", MetricCPUPerGB, c)
 				}
-				if s := res.Values[MetricServerCPU]; !(s > 0 && s < 250) {
-					t.Errorf("%s = %v%%, want 0..250", MetricServerCPU, s)
+				if s := res.Values[workload.MetricServerCPU]; !(s > 0 && s < 250) {
+					t.Errorf("%s = %v%%, want 0..250", workload.MetricServerCPU, s)
 				}
 				if r := res.Values[MetricRetransmits]; r < 0 {
 					t.Errorf("%s = %v", MetricRetransmits, r)
@@ -77,8 +77,8 @@ func TestTrialOnPlatforms(t *testing.T) {
 					t.Errorf("commands %q, notes %q", res.Commands, res.Notes)
 				}
 				t.Logf("%s %s: %.2f Gbit/s, %.0f ms CPU/GB, server %.0f%%, client %.0f%%, %v retransmits; %s",
-					p.Name(), dir, res.Values[MetricGbps], res.Values[MetricCPUPerGB], res.Values[MetricServerCPU],
-					res.Values[MetricClientCPU], res.Values[MetricRetransmits], res.Where)
+					p.Name(), dir, res.Values[MetricGbps], res.Values[MetricCPUPerGB], res.Values[workload.MetricServerCPU],
+					res.Values[workload.MetricClientCPU], res.Values[MetricRetransmits], res.Where)
 			})
 		}
 	}
@@ -123,6 +123,11 @@ func TestServerNotListening(t *testing.T) {
 	}
 }
 
+// zeroCPU is a server that is not there, whose CPU time stays 0.
 type zeroCPU struct{}
 
 func (zeroCPU) CPUTime(context.Context) (time.Duration, error) { return 0, nil }
+func (zeroCPU) Addr(string) string                             { return "" }
+func (zeroCPU) Command() []string                              { return []string{"none"} }
+func (zeroCPU) Describe() string                               { return "no server" }
+func (zeroCPU) Stop(context.Context) error                     { return nil }
