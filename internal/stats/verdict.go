@@ -83,8 +83,3 @@ func MinTailSamples(q float64) int64 {
 	}
 	return int64(math.Ceil(MinTailBeyond/(1-q) - 1e-9))
 }
-
-// MinReliableRounds is the old name of DefaultMinPairs.
-//
-// Deprecated: use DefaultMinPairs.
-const MinReliableRounds = DefaultMinPairs
