@@ -130,12 +130,11 @@ func BenchmarkAA(b *testing.B) {
 			total++
 			// Every metric, diagnostics too: the interval each would get.
 			for _, tab := range append(append([]analysis.Table{}, res.Tables...), res.Diagnostics...) {
-				base, other := pairedValues(block, tab.Workload, tab.Metric, "native", "native-b")
 				so := stats.Options{}
 				if tab.Quantile > 0 {
 					so.Statistic = stats.TailStatistic
 				}
-				r := stats.PairedRatio(pairsOf(base, other), so)
+				r := stats.PairedRatio(analysis.Pairs(block, tab.Workload, tab.Metric, "native", "native-b"), so)
 				t := byMetric[tab.Metric]
 				if t == nil {
 					t = &tally{diagnostic: tab.Diagnostic}
@@ -239,8 +238,7 @@ func BenchmarkPower(b *testing.B) {
 			len(rounds), trial, elapsed.Round(time.Second), perRound.Round(100*time.Millisecond))
 		fmt.Printf("| metric | ratio over all rounds | per-round log-ratio SD | rounds for 80%% power (resampled) | (normal theory) | minutes |\n|---|---|---|---|---|---|\n")
 		for _, m := range []string{"ops_per_sec", "cpu_us_per_op", "run_cpu_us_per_op"} {
-			base, x := pairedValues(trials, "redis-set", m, "native", "docker-nat")
-			ps := pairsOf(base, x)
+			ps := analysis.Pairs(trials, "redis-set", m, "native", "docker-nat")
 			if len(ps) < 5 {
 				b.Errorf("%s: only %d pairs", m, len(ps))
 				continue
@@ -377,45 +375,6 @@ func inRounds(trials []store.Trial, rounds []int) []store.Trial {
 		}
 	}
 	return out
-}
-
-// pairedValues returns, by round, the counted successful values of a
-// workload's metric on two platforms.
-func pairedValues(trials []store.Trial, workload, metric, base, other string) (map[int]float64, map[int]float64) {
-	b, x := map[int]float64{}, map[int]float64{}
-	for _, t := range trials {
-		if t.Warmup || t.Error != "" || t.Workload != workload {
-			continue
-		}
-		for _, m := range t.Metrics {
-			if m.Name != metric {
-				continue
-			}
-			switch t.Platform {
-			case base:
-				b[t.Round] = m.Value
-			case other:
-				x[t.Round] = m.Value
-			}
-		}
-	}
-	return b, x
-}
-
-// pairsOf pairs two platforms' values by round.
-func pairsOf(base, x map[int]float64) []stats.Pair {
-	var rounds []int
-	for r := range x {
-		if _, ok := base[r]; ok {
-			rounds = append(rounds, r)
-		}
-	}
-	sort.Ints(rounds)
-	var ps []stats.Pair
-	for _, r := range rounds {
-		ps = append(ps, stats.Pair{Base: base[r], X: x[r]})
-	}
-	return ps
 }
 
 // clopperPearson is the exact binomial confidence interval of k successes

@@ -382,6 +382,24 @@ func (r Result) MaxHalfWidth(include func(Table) bool) (float64, bool) {
 	return max, true
 }
 
+// Pairs returns, in round order, the pairs of a workload's metric on the
+// platforms base and x: their counted successful trials of the same round,
+// as Analyse pairs them.
+func Pairs(trials []store.Trial, workload, metric, base, x string) []stats.Pair {
+	vals := map[string]map[int]point{base: {}, x: {}}
+	for _, t := range trials {
+		if t.Warmup || t.Error != "" || t.Workload != workload || vals[t.Platform] == nil {
+			continue
+		}
+		for _, m := range t.Metrics {
+			if m.Name == metric {
+				vals[t.Platform][t.Round] = point{m.Value, m.Samples}
+			}
+		}
+	}
+	return pairs(vals[base], vals[x])
+}
+
 func pairs(base, x map[int]point) []stats.Pair {
 	var rounds []int
 	for r := range x {

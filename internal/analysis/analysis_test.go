@@ -216,6 +216,10 @@ func TestAnalysePairingByRound(t *testing.T) {
 	if res.Rounds != 5 {
 		t.Errorf("Rounds = %d, want 5", res.Rounds)
 	}
+	want := []stats.Pair{{Base: 10, X: 20}, {Base: 30, X: 60}, {Base: 50, X: 100}}
+	if got := Pairs(ts, "w", ops, "base", "x"); !reflect.DeepEqual(got, want) {
+		t.Errorf("Pairs = %v, want %v", got, want)
+	}
 }
 
 // TestMinPairs: no verdict from fewer pairs than the minimum, in every

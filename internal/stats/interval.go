@@ -3,6 +3,7 @@ package stats
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
@@ -167,6 +168,26 @@ type bootDist struct {
 	theta, se float64
 	thetas    []float64
 	ts        []float64
+}
+
+// newBootDist draws resamples times with draw, which returns a resample's
+// log ratio and standard error (ok false for a resample to skip), and
+// returns the sorted distributions of θ* and t* = (θ*-θ)/se*.
+func newBootDist(theta, se float64, resamples int, draw func() (th, s float64, ok bool)) bootDist {
+	b := bootDist{theta: theta, se: se, thetas: make([]float64, 0, resamples), ts: make([]float64, 0, resamples)}
+	for range resamples {
+		th, s, ok := draw()
+		if !ok {
+			continue
+		}
+		b.thetas = append(b.thetas, th)
+		if s >= seFloor {
+			b.ts = append(b.ts, (th-theta)/s)
+		}
+	}
+	slices.Sort(b.thetas)
+	slices.Sort(b.ts)
+	return b
 }
 
 // percentile returns the interval between the tail and 1-tail quantiles of θ*.

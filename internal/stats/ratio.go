@@ -212,25 +212,13 @@ func pairedIntervalWith(ps []Pair, opt Options, m Method, boot *bootDist) (inter
 // distribution of θ and of its studentized form.
 func pairedBoot(ps []Pair, opt Options, theta, se float64) bootDist {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15))
-	n := len(ps)
-	idx := make([]int, n)
-	b := bootDist{theta: theta, se: se, thetas: make([]float64, 0, opt.Resamples), ts: make([]float64, 0, opt.Resamples)}
-	for range opt.Resamples {
+	idx := make([]int, len(ps))
+	return newBootDist(theta, se, opt.Resamples, func() (float64, float64, bool) {
 		for j := range idx {
-			idx[j] = rng.IntN(n)
+			idx[j] = rng.IntN(len(ps))
 		}
-		th, s, ok := logRatioSE(ps, idx)
-		if !ok {
-			continue
-		}
-		b.thetas = append(b.thetas, th)
-		if s >= seFloor {
-			b.ts = append(b.ts, (th-theta)/s)
-		}
-	}
-	slices.Sort(b.thetas)
-	slices.Sort(b.ts)
-	return b
+		return logRatioSE(ps, idx)
+	})
 }
 
 // finitePairs returns the pairs whose two values are both finite.

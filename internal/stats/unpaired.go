@@ -141,22 +141,11 @@ func jackUnpaired(b, x []float64, ofBase bool) []float64 {
 func unpairedBoot(b, x []float64, opt Options, theta, se float64) bootDist {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15))
 	rb, rx := make([]float64, len(b)), make([]float64, len(x))
-	d := bootDist{theta: theta, se: se, thetas: make([]float64, 0, opt.Resamples), ts: make([]float64, 0, opt.Resamples)}
-	for range opt.Resamples {
+	return newBootDist(theta, se, opt.Resamples, func() (float64, float64, bool) {
 		resample(rng, b, rb)
 		resample(rng, x, rx)
-		th, s, ok := logRatioSEUnpaired(rb, rx)
-		if !ok {
-			continue
-		}
-		d.thetas = append(d.thetas, th)
-		if s >= seFloor {
-			d.ts = append(d.ts, (th-theta)/s)
-		}
-	}
-	slices.Sort(d.thetas)
-	slices.Sort(d.ts)
-	return d
+		return logRatioSEUnpaired(rb, rx)
+	})
 }
 
 // welchDF is the Welch-Satterthwaite degrees of freedom for two variance
