@@ -28,6 +28,9 @@ const (
 
 var kindOrder = []WarningKind{KindEmulated, KindFailed, KindFewPairs, KindFewSamples, KindDisturbed, KindDriver, KindNoisy, KindRawNotSaved}
 
+// WarningKinds returns every kind in the order reports list them.
+func WarningKinds() []WarningKind { return append([]WarningKind{}, kindOrder...) }
+
 // Warning is one condition of one cell, trial or platform.
 type Warning struct {
 	Kind WarningKind `json:"kind"`

@@ -201,16 +201,18 @@ func Diagnostics(w io.Writer, res analysis.Result) error {
 	return nil
 }
 
-// Warnings writes every warning of the run, one per line, grouped by kind
-// (`show RUN --warnings`).
+// Warnings writes every warning of the run, one per line, grouped by kind in
+// the summary's order (`show RUN --warnings`).
 func Warnings(w io.Writer, res analysis.Result) error {
 	if len(res.Warnings) == 0 {
 		_, err := fmt.Fprintln(w, "no warnings")
 		return err
 	}
-	for _, l := range res.Warnings.Texts() {
-		if _, err := fmt.Fprintf(w, "warning: %s\n", l); err != nil {
-			return fmt.Errorf("writing warnings: %w", err)
+	for _, k := range analysis.WarningKinds() {
+		for _, l := range res.Warnings.Of(k).Texts() {
+			if _, err := fmt.Fprintf(w, "warning: %s\n", l); err != nil {
+				return fmt.Errorf("writing warnings: %w", err)
+			}
 		}
 	}
 	return nil
