@@ -1169,6 +1169,22 @@ func TestResumeKeepsTimeCap(t *testing.T) {
 	}
 }
 
+// TestUntilCIMetricsChecked: --until-ci may only aim at metrics that get a
+// verdict; a diagnostic or unknown metric is bad input before anything runs.
+func TestUntilCIMetricsChecked(t *testing.T) {
+	for _, tt := range []struct{ metric, want string }{
+		{"cpu", `"cpu" is a diagnostic metric`},
+		{"nope", `no workload of study engine-test reports "nope"`},
+	} {
+		e := newEnv(t, workload.Metric{Name: "ops", HigherIsBetter: true}, workload.Metric{Name: "cpu", Diagnostic: true})
+		st := e.study(t, studyYAML("rounds: 2\nuntil_ci: 5\nuntil_ci_metrics: ["+tt.metric+"]\n", "wa"))
+		out, err := Run(context.Background(), e.config(st, ""))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) || out.Stored {
+			t.Errorf("until_ci_metrics [%s]: %v (stored %v), want ErrConfig with %q and nothing stored", tt.metric, err, out.Stored, tt.want)
+		}
+	}
+}
+
 // TestStoredMetricAttributes: what a metric is (diagnostic, a percentile)
 // and the samples behind it are stored with every trial; a percentile
 // without its samples fails the trial.

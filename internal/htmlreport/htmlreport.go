@@ -156,7 +156,7 @@ func build(in Input) view {
 			v.Workloads = append(v.Workloads, KV{w.Name + " (" + w.Kind + ")", w.Values.Canonical()})
 		}
 	}
-	v.Method = methodText(in.Result)
+	v.Method = report.MethodText(in.Result)
 	v.MinPairs = in.Result.MinPairs
 	v.RunNotes = report.RunNoteLines(in.RunNotes)
 	v.Disturbed = report.DisturbedLine(in.Result)
@@ -172,18 +172,6 @@ func build(in Input) view {
 	v.Diagnostics = diagnostics(in.Result.Diagnostics)
 	v.Commands = commands(in.Trials)
 	return v
-}
-
-// methodText names the interval methods the result used.
-func methodText(res analysis.Result) string {
-	var parts []string
-	for _, m := range res.Methods {
-		parts = append(parts, m.Describe(true))
-	}
-	if len(parts) == 0 {
-		return "none computed"
-	}
-	return strings.Join(parts, "; ")
 }
 
 // diagnostics lays out the diagnostic tables: per workload a row per

@@ -25,8 +25,8 @@ type Header struct {
 	RunNotes []store.RunNote
 }
 
-// Method returns the header's phrase for the interval methods used.
-func methodText(res analysis.Result) string {
+// MethodText is the headers' phrase for the interval methods a result used.
+func MethodText(res analysis.Result) string {
 	if len(res.Methods) == 0 {
 		return "no interval computed"
 	}
@@ -74,7 +74,7 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 		fmt.Fprintf(w, " (%s)", h.StopReason)
 	}
 	fmt.Fprintf(w, "\n%d counted round(s); ratio = platform mean / baseline mean; n = pairs of trials behind it; 95%% CI: %s; ~ = CI includes 1; no verdict from n < %d\n",
-		res.Rounds, methodText(res), res.MinPairs)
+		res.Rounds, MethodText(res), res.MinPairs)
 	for _, l := range RunNoteLines(h.RunNotes) {
 		fmt.Fprintln(w, l)
 	}
