@@ -11,7 +11,9 @@
 // NEARNATIVE_SIM_REPS (default 4000) sets the simulated studies per cell,
 // NEARNATIVE_SIM_RESAMPLES (default 2000) the bootstrap resamples per
 // interval, NEARNATIVE_SIM_NS (default 5,8,12,20,40) the numbers of pairs and
-// NEARNATIVE_SIM_OUT a file to write the Markdown tables to.
+// NEARNATIVE_SIM_OUT a file to write the Markdown tables to, and
+// NEARNATIVE_SIM_FAMILY (a substring of a family's title, e.g. "unpaired")
+// runs only the matching families.
 package intervals
 
 import (
@@ -352,6 +354,9 @@ func BenchmarkIntervals(b *testing.B) {
 		var out strings.Builder
 		fmt.Fprintf(&out, "Coverage of the nominal 95%% interval (share of %d simulated studies whose interval holds the true ratio) and median half-width in %% of the ratio, %d bootstrap resamples; a method is eligible with coverage >= %.0f%% in every judged cell.\n", reps, resamples, MinCoverage*100)
 		for fi, f := range families() {
+			if only := os.Getenv("NEARNATIVE_SIM_FAMILY"); only != "" && !strings.Contains(f.name, only) {
+				continue
+			}
 			type job struct {
 				m     model
 				n     int
