@@ -120,7 +120,7 @@ func TestBuiltinContents(t *testing.T) {
 			},
 			workloads: []string{"redis-set op=set", "redis-get op=get"},
 			rounds:    5, trial: 20 * time.Second,
-			quick: Quick{Rounds: 5, Warmup: ptr(1), Trial: 2 * time.Second},
+			quick: Quick{Rounds: 5, Warmup: ptr(1), Trial: 1500 * time.Millisecond},
 		},
 		{
 			name:      "aa",
@@ -525,7 +525,7 @@ func TestApply(t *testing.T) {
 			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 20 * time.Second, maxRounds: 40, maxTime: time.Hour,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick", study: "redis", o: Overrides{Quick: true, Seed: 42},
-			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 2 * time.Second, maxRounds: 40, maxTime: time.Hour, seed: 42,
+			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 1500 * time.Millisecond, maxRounds: 40, maxTime: time.Hour, seed: 42,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick with the whole block", study: base, o: Overrides{Quick: true},
 			want: want{platforms: []string{"native", "docker-nat", "native-q08"}, rounds: 6, warmup: 1, trial: 5 * time.Second,

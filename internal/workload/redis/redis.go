@@ -65,7 +65,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "clients", Type: workload.Int, Default: "1000", Min: 1, HasMin: true, Help: "parallel connections (seed: 1000)"},
 		{Name: "pipeline", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "requests in flight per connection (seed: 1)"},
 		{Name: "keyspace", Type: workload.Int, Default: strconv.Itoa(MaxKeyspace), Min: 1, HasMin: true, Help: "random SET keys drawn from this many (seed: 1e11; redis-benchmark's -r caps it at 2^31-1)"},
-		{Name: "preload", Type: workload.Int, Default: "1000000", Quick: "200000", Min: 1, HasMin: true, Help: "for op=get: keys loaded before the trial; GETs draw from them"},
+		{Name: "preload", Type: workload.Int, Default: "1000000", Quick: "100000", Min: 1, HasMin: true, Help: "for op=get: keys loaded before the trial; GETs draw from them"},
 		{Name: "datasize", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "value size in bytes (seed: 1)"},
 		{Name: "threads", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "redis-benchmark --threads (client event loops)"},
 		{Name: "requests", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "requests per trial; 0 = sized to last the trial length"},
