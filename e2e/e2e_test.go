@@ -407,11 +407,13 @@ workloads:
 	}
 }
 
-// TestInterruptIsGraceful sends one SIGINT: the run stops, removes what it
-// made, is stored as interrupted and exits 130.
+// TestInterruptIsGraceful sends one SIGINT, SIGTERM or SIGHUP: the run
+// stops, removes what it made, is stored as interrupted and exits 130.
 func TestInterruptIsGraceful(t *testing.T) {
-	e := newEnv(t)
-	study := e.studyFile(`name: e2e-int
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newEnv(t)
+			study := e.studyFile(`name: e2e-int
 description: interrupted
 rounds: 2
 min_pairs: 2
@@ -422,27 +424,29 @@ workloads:
   - workload: redis
     params: {clients: 50}
 `)
-	c, id, _ := e.start("run", study)
-	waitFor(t, "a container", 60*time.Second, func() bool { return len(containersOf(t, id)) > 0 })
-	c.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 130 {
-			t.Errorf("exit after SIGINT: %v, want code 130", err)
-		}
-	case <-time.After(30 * time.Second):
-		c.Process.Kill()
-		t.Fatal("nearnative did not stop within 30 s of SIGINT")
-	}
-	if left := leftovers(t, id); len(left) > 0 {
-		t.Errorf("SIGINT left: %v", left)
-	}
-	r, err := e.store().Run(context.Background(), string(id))
-	if err != nil || r.Status != "interrupted" {
-		t.Errorf("run status %q (%v), want interrupted", r.Status, err)
+			c, id, _ := e.start("run", study)
+			waitFor(t, "a container", 60*time.Second, func() bool { return len(containersOf(t, id)) > 0 })
+			c.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			select {
+			case err := <-done:
+				ee, ok := err.(*exec.ExitError)
+				if !ok || ee.ExitCode() != 130 {
+					t.Errorf("exit after %v: %v, want code 130", sig, err)
+				}
+			case <-time.After(30 * time.Second):
+				c.Process.Kill()
+				t.Fatalf("nearnative did not stop within 30 s of %v", sig)
+			}
+			if left := leftovers(t, id); len(left) > 0 {
+				t.Errorf("%v left: %v", sig, left)
+			}
+			r, err := e.store().Run(context.Background(), string(id))
+			if err != nil || r.Status != "interrupted" {
+				t.Errorf("run status %q (%v), want interrupted", r.Status, err)
+			}
+		})
 	}
 }
 
