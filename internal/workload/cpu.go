@@ -174,7 +174,11 @@ func StartCPU(ctx context.Context, servers []platform.Server, clients ...platfor
 	for _, s := range servers {
 		r, ok := s.(platform.CPUReporter)
 		if !ok {
-			return nil, fmt.Errorf("server %s cannot report its CPU time: %s", s.Command()[0], s.Describe())
+			name := "server"
+			if argv := s.Command(); len(argv) > 0 {
+				name = "server " + argv[0]
+			}
+			return nil, fmt.Errorf("%s cannot report its CPU time: %s", name, s.Describe())
 		}
 		m.servers = append(m.servers, r)
 		if o, ok := s.(platform.OverheadReporter); ok {
