@@ -28,8 +28,14 @@ import (
 //   - steal: time the hypervisor gave this machine's vCPUs to others;
 //   - outside: every other process on the machine, i.e. the machine's busy
 //     time (steal excluded) minus the run's own processes minus interrupt
-//     and softirq time (which the kernel may or may not charge to the
-//     process it interrupted, so it is in neither).
+//     and softirq time. Interrupt work is left out because, depending on
+//     the kernel's accounting (CONFIG_IRQ_TIME_ACCOUNTING), it is charged to
+//     whatever process it interrupted or to none; most of it here is the
+//     run's own network traffic, which must not count as someone else's.
+//     The price: other processes' interrupt work is not counted as outside,
+//     and with tick-based accounting the part charged to the run's processes
+//     is subtracted twice, so outside errs low by at most the softirq time
+//     (stated in each trial's note).
 //
 // and it reports CPU per operation twice: for the whole machine (steal
 // excluded, softirq included: every layer a platform adds, wherever it
