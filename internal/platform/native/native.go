@@ -193,15 +193,52 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		return err
 	}
 	// A server that dies at once (bad flag, port taken) is reported now with
-	// the tail of its log, not as a timeout later.
-	select {
-	case <-s.done:
-		return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
-	case <-time.After(50 * time.Millisecond):
-	case <-ctx.Done():
-		return ctx.Err()
+	// the tail of its log, not as a timeout later: wait until the wrappers
+	// (the cgroup shell, setpriv) have exec'd the server, which takes long
+	// on a busy machine, then give it earlyExit to fail.
+	execd := time.NewTicker(5 * time.Millisecond)
+	defer execd.Stop()
+	wrapped := time.After(execTimeout)
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
+		case <-execd.C:
+			if settle == nil && runs(cmd.Process.Pid, bin) {
+				settle = time.After(earlyExit)
+			}
+		case <-wrapped:
+			if settle == nil {
+				settle = time.After(earlyExit)
+			}
+		case <-settle:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return nil
+}
+
+// earlyExit is how long a server that has just exec'd may take to fail on
+// its arguments and still be reported at once; execTimeout bounds the wait
+// for the exec itself.
+const (
+	earlyExit   = 50 * time.Millisecond
+	execTimeout = 2 * time.Second
+)
+
+// runs reports whether process pid runs the binary bin yet (not a wrapper);
+// bin may be a symbolic link (Debian's redis-server is one).
+func runs(pid int, bin string) bool {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false
+	}
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	return exe == bin
 }
 
 func lookupUser(name string) (uid, gid int, err error) {
