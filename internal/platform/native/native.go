@@ -224,7 +224,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 // its arguments and still be reported at once; execTimeout bounds the wait
 // for the exec itself.
 const (
-	earlyExit   = 50 * time.Millisecond
+	earlyExit   = 150 * time.Millisecond
 	execTimeout = 2 * time.Second
 )
 
