@@ -23,6 +23,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // Verdicts a cell can carry besides stats' "~", "better" and "worse".
@@ -129,20 +130,16 @@ type Options struct {
 	// stats.DefaultMinPairs.
 	MinPairs int
 	// OutsideCPUMax is the outside CPU (percent of one core) above which a
-	// trial is marked disturbed; 0 means DefaultOutsideCPUMax.
+	// trial is marked disturbed; 0 means workload.DefaultOutsideCPUMax.
 	OutsideCPUMax float64
 	// Diagnostic says whether a metric is diagnostic for trials stored
 	// before metrics recorded it; nil means IsDiagnosticName.
 	Diagnostic func(workload, metric string) bool
 }
 
-// DefaultOutsideCPUMax is the default outside CPU threshold (percent of one
-// core), as workload.DefaultOutsideCPUMax.
-const DefaultOutsideCPUMax = 5.0
-
-// OutsideMetric is the per-trial metric that holds the outside CPU
-// (workload.MetricOutsideCPU).
-const OutsideMetric = "outside_cpu_pct"
+// OutsideMetric is the per-trial metric that holds the CPU outside the run
+// (the CPU account's).
+const OutsideMetric = workload.MetricOutsideCPU
 
 // IsDiagnosticName is the fallback test for a diagnostic metric of a trial
 // stored before metrics recorded whether they are: the diagnostic metrics
@@ -154,7 +151,7 @@ func (o Options) withDefaults() Options {
 		o.MinPairs = stats.DefaultMinPairs
 	}
 	if o.OutsideCPUMax <= 0 {
-		o.OutsideCPUMax = DefaultOutsideCPUMax
+		o.OutsideCPUMax = workload.DefaultOutsideCPUMax
 	}
 	if o.Diagnostic == nil {
 		o.Diagnostic = func(_, m string) bool { return IsDiagnosticName(m) }

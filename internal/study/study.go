@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/studies"
 )
@@ -65,10 +66,10 @@ const (
 	DefaultOrder     = OrderRandom
 	DefaultMaxRounds = 40
 	DefaultMaxTime   = time.Hour
-	// DefaultMinPairs is stats.DefaultMinPairs, DefaultOutsideCPUMax
-	// workload.DefaultOutsideCPUMax.
-	DefaultMinPairs      = 5
-	DefaultOutsideCPUMax = 5.0
+	// DefaultMinPairs and DefaultOutsideCPUMax are the verdict rule's and
+	// the CPU account's defaults.
+	DefaultMinPairs      = stats.DefaultMinPairs
+	DefaultOutsideCPUMax = workload.DefaultOutsideCPUMax
 )
 
 // MinRounds is the fewest counted rounds a study may have: a spread needs two.
