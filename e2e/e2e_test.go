@@ -83,7 +83,9 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(bin, args...)
-	c.Env = append(os.Environ(), "NEARNATIVE_HOME="+e.home, "NEARNATIVE_DB="+e.db)
+	// A lock directory of the test's own: its runs neither wait for other
+	// runs on the machine nor look alive to their cleanups.
+	c.Env = append(os.Environ(), "NEARNATIVE_HOME="+e.home, "NEARNATIVE_DB="+e.db, "NEARNATIVE_LOCK_DIR="+filepath.Join(e.home, "locks"))
 	return c
 }
 
@@ -239,6 +241,7 @@ func TestRedisStudyAllPlatforms(t *testing.T) {
 	study := e.studyFile(`name: e2e-redis
 description: short real study
 rounds: 2
+min_pairs: 2
 warmup: 1
 trial: 1s
 platforms: ` + allPlatforms + `
@@ -280,8 +283,8 @@ workloads:
 		}
 		p := r["platform"].(string)
 		seen[p] = true
-		if n := r["n"].(float64); n != 2 {
-			t.Errorf("%s: n = %v, want 2 counted rounds", p, n)
+		if n := r["n"].(float64); n != 2 || r["pairs"].(float64) != 2 {
+			t.Errorf("%s: n = %v, pairs %v, want 2 counted rounds", p, n, r["pairs"])
 		}
 		// Plausible on any machine: Redis SET over loopback or a bridge.
 		if mean := r["mean"].(float64); mean < 1000 || mean > 5e6 {
@@ -330,6 +333,7 @@ func TestKillCleanupResume(t *testing.T) {
 	study := e.studyFile(`name: e2e-kill
 description: killed and resumed
 rounds: 2
+min_pairs: 2
 warmup: 1
 trial: 2s
 platforms: [native, docker-nat, {name: native-limited, base: native, options: {cpus: 1.5}}]
@@ -403,13 +407,16 @@ workloads:
 	}
 }
 
-// TestInterruptIsGraceful sends one SIGINT: the run stops, removes what it
-// made, is stored as interrupted and exits 130.
+// TestInterruptIsGraceful sends one SIGINT, SIGTERM or SIGHUP: the run
+// stops, removes what it made, is stored as interrupted and exits 130.
 func TestInterruptIsGraceful(t *testing.T) {
-	e := newEnv(t)
-	study := e.studyFile(`name: e2e-int
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newEnv(t)
+			study := e.studyFile(`name: e2e-int
 description: interrupted
 rounds: 2
+min_pairs: 2
 trial: 20s
 platforms: [docker-bridge]
 baseline: docker-bridge
@@ -417,34 +424,37 @@ workloads:
   - workload: redis
     params: {clients: 50}
 `)
-	c, id, _ := e.start("run", study)
-	waitFor(t, "a container", 60*time.Second, func() bool { return len(containersOf(t, id)) > 0 })
-	c.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 130 {
-			t.Errorf("exit after SIGINT: %v, want code 130", err)
-		}
-	case <-time.After(30 * time.Second):
-		c.Process.Kill()
-		t.Fatal("nearnative did not stop within 30 s of SIGINT")
-	}
-	if left := leftovers(t, id); len(left) > 0 {
-		t.Errorf("SIGINT left: %v", left)
-	}
-	r, err := e.store().Run(context.Background(), string(id))
-	if err != nil || r.Status != "interrupted" {
-		t.Errorf("run status %q (%v), want interrupted", r.Status, err)
+			c, id, _ := e.start("run", study)
+			waitFor(t, "a container", 60*time.Second, func() bool { return len(containersOf(t, id)) > 0 })
+			c.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			select {
+			case err := <-done:
+				ee, ok := err.(*exec.ExitError)
+				if !ok || ee.ExitCode() != 130 {
+					t.Errorf("exit after %v: %v, want code 130", sig, err)
+				}
+			case <-time.After(30 * time.Second):
+				c.Process.Kill()
+				t.Fatalf("nearnative did not stop within 30 s of %v", sig)
+			}
+			if left := leftovers(t, id); len(left) > 0 {
+				t.Errorf("%v left: %v", sig, left)
+			}
+			r, err := e.store().Run(context.Background(), string(id))
+			if err != nil || r.Status != "interrupted" {
+				t.Errorf("run status %q (%v), want interrupted", r.Status, err)
+			}
+		})
 	}
 }
 
 // TestBadInput: one clear line, a non-zero exit, nothing stored.
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
-	badStudy := e.studyFile("name: bad\nrounds: 3\nplatforms: [native]\nworkloads:\n  - workload: redis\n    params: {clients: many}\n")
+	badStudy := e.studyFile("name: bad\nrounds: 5\nplatforms: [native]\nworkloads:\n  - workload: redis\n    params: {clients: many}\n")
+	fewRounds := e.studyFile("name: bad\nrounds: 3\nplatforms: [native]\nworkloads:\n  - workload: redis\n")
 	unknownKey := e.studyFile("name: bad\nrounds: 3\nplatfroms: [native]\n")
 	unknownPlat := e.studyFile("name: bad\nplatforms: [native, docker-natt]\nworkloads: [{workload: redis}]\n")
 	cases := []struct {
@@ -462,6 +472,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown run", []string{"show", "20200101-000000-abcd"}, 2, []string{"no run matches"}},
 		{"bad cleanup id", []string{"cleanup", "xyz"}, 2, []string{"not a run ID"}},
 		{"unknown platform flag", []string{"run", "redis", "--quick", "--platforms", "native,vmware"}, 2, []string{"vmware"}},
+		{"no verdict possible", []string{"run", fewRounds}, 2, []string{fewRounds + ":2:", "min_pairs: 5 is above rounds (3)"}},
+		{"rounds below min_pairs", []string{"run", "redis", "--rounds", "4"}, 2, []string{"--rounds 4", "min_pairs (5)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -483,5 +495,87 @@ func TestBadInput(t *testing.T) {
 	runs, _, _ := e.run("runs")
 	if !strings.Contains(runs, "no runs stored") {
 		t.Errorf("bad input stored something:\n%s", runs)
+	}
+}
+
+// TestRemoteDockerHostRefused: a DOCKER_HOST on another machine is refused
+// with one line and exit 3 before anything starts.
+func TestRemoteDockerHostRefused(t *testing.T) {
+	e := newEnv(t)
+	c := e.cmd("run", "redis", "--quick", "--platforms", "native,docker-nat")
+	c.Env = append(c.Env, "DOCKER_HOST=tcp://192.0.2.10:2376")
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3\nstderr: %s", err, errb.String())
+	}
+	if lines := strings.Split(strings.TrimSpace(errb.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "DOCKER_HOST=tcp://192.0.2.10:2376") {
+		t.Errorf("want one line naming DOCKER_HOST, got:\n%s", errb.String())
+	}
+	if runs, _, _ := e.run("runs"); !strings.Contains(runs, "no runs stored") {
+		t.Errorf("a refused run stored something:\n%s", runs)
+	}
+}
+
+// TestTwoRunsMeasureOneAfterTheOther starts two runs together: the second
+// waits for the machine's measuring lock, says which run holds it, and
+// measures only after the first has finished; a third with --no-wait exits
+// 3 at once.
+func TestTwoRunsMeasureOneAfterTheOther(t *testing.T) {
+	e := newEnv(t)
+	study := e.studyFile(`name: e2e-lock
+rounds: 2
+min_pairs: 2
+warmup: 0
+trial: 1s
+platforms: [native, {name: native-b, base: native}]
+workloads:
+  - workload: redis
+    params: {clients: 50}
+`)
+	first, id1, _ := e.start("run", study)
+	second := e.cmd("run", study)
+	var out2, err2 bytes.Buffer
+	second.Stdout, second.Stderr = &out2, &err2
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	noWait, noWaitErr, code := e.run("run", study, "--no-wait")
+	if code != 3 || !strings.Contains(noWaitErr, "the machine is being measured by run "+string(id1)) {
+		t.Errorf("--no-wait while busy: exit %d, stderr %q (stdout %q); want 3 naming run %s", code, noWaitErr, noWait, id1)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, err2.String())
+	}
+	if !strings.Contains(err2.String(), "waiting: the machine is being measured by run "+string(id1)) {
+		t.Errorf("the second run did not say whom it waited for:\n%s", err2.String())
+	}
+	st := e.store()
+	runs, err := st.Runs(context.Background())
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("%d runs stored (%v), want 2: the --no-wait run stores nothing", len(runs), err)
+	}
+	var firstEnd time.Time
+	trials1, _ := st.Trials(context.Background(), id1)
+	for _, tr := range trials1 {
+		if end := tr.Started.Add(tr.Duration); end.After(firstEnd) {
+			firstEnd = end
+		}
+	}
+	for _, r := range runs {
+		if r.ID == id1 {
+			continue
+		}
+		trials2, _ := st.Trials(context.Background(), r.ID)
+		for _, tr := range trials2 {
+			if tr.Started.Before(firstEnd) {
+				t.Errorf("run %s trial round %d on %s started %v, before the first run's last trial ended (%v)", r.ID, tr.Round, tr.Platform, tr.Started, firstEnd)
+			}
+		}
 	}
 }

@@ -1,7 +1,18 @@
 // Package analysis turns a run's stored trials into per-platform summaries
-// and ratios to the baseline: the numbers every report shows and the
-// stopping rule of --until-ci uses. Warm-up and failed trials are left out;
-// ratios pair the baseline's and the platform's trials of the same round.
+// and ratios to the baseline: the numbers every report shows, the verdicts
+// they may carry, and the stopping rule of --until-ci. Warm-up and failed
+// trials are left out; ratios pair the baseline's and the platform's trials
+// of the same round.
+//
+// The rules that decide whether a cell gets a verdict live here, once, for
+// every table, JSON document, HTML report, comparison and --until-ci:
+//
+//   - a ratio needs at least MinPairs counted pairs (Options.MinPairs,
+//     default stats.DefaultMinPairs); below, the cell says "n<5";
+//   - a percentile metric (a p99) needs, in every trial behind it, at least
+//     stats.MinTailSamples(q) observations; below, the cell says so;
+//   - a diagnostic metric (CPU shares, steal, ...) never gets a verdict: it
+//     goes to Result.Diagnostics, not Result.Tables.
 package analysis
 
 import (
@@ -12,6 +23,15 @@ import (
 
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// Verdicts a cell can carry besides stats' "~", "better" and "worse".
+const (
+	VerdictBaseline = "baseline"
+	// VerdictNA: no ratio could be computed (no baseline value, a zero
+	// baseline mean).
+	VerdictNA = "n/a"
 )
 
 // Cell is one (workload, metric, platform) result.
@@ -20,15 +40,35 @@ type Cell struct {
 	Unit                       string
 	HigherIsBetter             bool
 	Summary                    stats.Summary
-	// Ratio is mean(platform)/mean(baseline) with its CI; for the baseline
-	// itself it is exactly 1 with no interval.
+	// Ratio is mean(platform)/mean(baseline) with its CI; Ratio.N is the
+	// number of pairs behind it. For the baseline itself it is exactly 1
+	// with no interval; for a diagnostic metric it has no interval.
 	Ratio      stats.Ratio
 	IsBaseline bool
-	Verdict    string // "~", "better", "worse", "baseline" or "n/a"
-	Values     []float64
+	// Verdict is "~", "better", "worse", "baseline", "n/a", or, when the
+	// rules refuse a verdict, NoVerdict's short form ("n<5", "p99<1000").
+	// It is "" for diagnostic metrics.
+	Verdict string
+	// NoVerdict, when not empty, says why the cell has no verdict although
+	// it has a ratio: too few pairs, too few samples behind a percentile.
+	NoVerdict string
+	// Values are the counted values by round.
+	Values []float64
 	// Emulated is set when the platform ran under software emulation (a VM
 	// under TCG): its numbers are not comparable with native ones.
 	Emulated bool
+	// MinSamples is the fewest observations behind one of the cell's values
+	// (and its baseline's) for a percentile metric; 0 otherwise.
+	MinSamples int64
+}
+
+// N is the cell's count: the pairs behind its ratio, or the baseline's
+// number of values.
+func (c Cell) N() int {
+	if c.IsBaseline {
+		return c.Summary.N
+	}
+	return c.Ratio.N
 }
 
 // EmulatedMark is the phrase platforms put in their description when they
@@ -39,18 +79,45 @@ const EmulatedMark = "emulated (TCG), not comparable"
 type Table struct {
 	Workload, Metric, Unit string
 	HigherIsBetter         bool
-	Cells                  []Cell // in the run's platform order
+	// Diagnostic tables explain results (CPU shares, steal, ...): no verdicts.
+	Diagnostic bool
+	// Quantile is q for a percentile metric, else 0.
+	Quantile float64
+	Cells    []Cell // in the run's platform order
+}
+
+// Disturbed is a counted trial during whose load the rest of the machine
+// used more CPU than the study allows (outside_cpu_max).
+type Disturbed struct {
+	Round              int
+	Workload, Platform string
+	OutsidePct         float64
 }
 
 // Result is the analysed run.
 type Result struct {
 	Baseline string
-	Tables   []Table
+	// Tables are the results; Diagnostics the metrics that explain them,
+	// shown apart and without verdicts.
+	Tables      []Table
+	Diagnostics []Table
 	// Failed counts failed counted trials per "workload/platform".
-	Failed   map[string]int
-	Warnings []string
+	Failed map[string]int
+	// Warnings are every condition a reader must know, one per cell or
+	// trial; Summary() folds them into one line per kind.
+	Warnings Warnings
 	// Rounds is the number of counted rounds with at least one trial.
 	Rounds int
+	// MinPairs is the rule applied: no verdict from fewer pairs.
+	MinPairs int
+	// OutsideCPUMax is the outside CPU (percent of a core) above which a
+	// trial counted as disturbed; Disturbed lists those trials, Counted
+	// how many counted trials there were.
+	OutsideCPUMax float64
+	Disturbed     []Disturbed
+	Counted       int
+	// Methods names the interval methods used, for the header.
+	Methods []stats.Method
 }
 
 // Options tune the analysis.
@@ -59,15 +126,52 @@ type Options struct {
 	Platforms []string // display order; platforms absent here follow sorted
 	Workloads []string // display order
 	Stats     stats.Options
+	// MinPairs is the fewest pairs a verdict rests on; 0 means
+	// stats.DefaultMinPairs.
+	MinPairs int
+	// OutsideCPUMax is the outside CPU (percent of one core) above which a
+	// trial is marked disturbed; 0 means workload.DefaultOutsideCPUMax.
+	OutsideCPUMax float64
+	// Diagnostic says whether a metric is diagnostic for trials stored
+	// before metrics recorded it; nil means IsDiagnosticName.
+	Diagnostic func(workload, metric string) bool
+}
+
+// OutsideMetric is the per-trial metric that holds the CPU outside the run
+// (the CPU account's).
+const OutsideMetric = workload.MetricOutsideCPU
+
+// IsDiagnosticName is the fallback test for a diagnostic metric of a trial
+// stored before metrics recorded whether they are: the diagnostic metrics
+// of the built-in workloads were CPU shares named *_cpu_pct.
+func IsDiagnosticName(metric string) bool { return strings.HasSuffix(metric, "_cpu_pct") }
+
+func (o Options) withDefaults() Options {
+	if o.MinPairs <= 0 {
+		o.MinPairs = stats.DefaultMinPairs
+	}
+	if o.OutsideCPUMax <= 0 {
+		o.OutsideCPUMax = workload.DefaultOutsideCPUMax
+	}
+	if o.Diagnostic == nil {
+		o.Diagnostic = func(_, m string) bool { return IsDiagnosticName(m) }
+	}
+	return o
 }
 
 type key struct{ w, m, p string }
 
+// point is one counted value with the observations behind it.
+type point struct {
+	v       float64
+	samples int64
+}
+
 // Analyse computes the result from trials.
 func Analyse(trials []store.Trial, o Options) Result {
-	res := Result{Baseline: o.Baseline, Failed: map[string]int{}}
-	// values[key][round] = value
-	values := map[key]map[int]float64{}
+	o = o.withDefaults()
+	res := Result{Baseline: o.Baseline, Failed: map[string]int{}, MinPairs: o.MinPairs, OutsideCPUMax: o.OutsideCPUMax}
+	values := map[key]map[int]point{} // values[key][round]
 	meta := map[[2]string]store.Metric{}
 	rounds := map[int]bool{}
 	emulated := map[string]bool{}
@@ -84,15 +188,22 @@ func Analyse(trials []store.Trial, o Options) Result {
 			res.Failed[t.Workload+"/"+t.Platform]++
 			continue
 		}
+		res.Counted++
 		rounds[t.Round] = true
 		for _, m := range t.Metrics {
 			k := key{t.Workload, m.Name, t.Platform}
 			if values[k] == nil {
-				values[k] = map[int]float64{}
+				values[k] = map[int]point{}
 			}
-			values[k][t.Round] = m.Value
+			values[k][t.Round] = point{m.Value, m.Samples}
+			md := meta[[2]string{t.Workload, m.Name}]
+			m.Diagnostic = m.Diagnostic || md.Diagnostic
 			meta[[2]string{t.Workload, m.Name}] = m
+			if m.Name == OutsideMetric && m.Value > o.OutsideCPUMax {
+				res.Disturbed = append(res.Disturbed, Disturbed{t.Round, t.Workload, t.Platform, m.Value})
+			}
 		}
+		res.noteTrial(t)
 	}
 	res.Rounds = len(rounds)
 	workloads := order(o.Workloads, func(yield func(string)) {
@@ -105,81 +216,148 @@ func Analyse(trials []store.Trial, o Options) Result {
 			yield(k.p)
 		}
 	})
+	methods := map[stats.Method]bool{}
 	for _, w := range workloads {
-		var metrics []string
-		seen := map[string]bool{}
-		for _, t := range trials {
-			if t.Workload != w {
-				continue
-			}
-			for _, m := range t.Metrics {
-				if !seen[m.Name] {
-					seen[m.Name] = true
-					metrics = append(metrics, m.Name)
-				}
-			}
-		}
-		for _, m := range metrics {
+		for _, m := range metricOrder(trials, w) {
 			md := meta[[2]string{w, m}]
-			tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter}
+			tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter, Quantile: md.Quantile,
+				Diagnostic: md.Diagnostic || o.Diagnostic(w, m)}
 			base := values[key{w, m, o.Baseline}]
 			for _, p := range platforms {
 				vals := values[key{w, m, p}]
 				if vals == nil {
 					continue
 				}
-				c := Cell{Workload: w, Metric: m, Platform: p, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter,
-					Values: sortedValues(vals), IsBaseline: p == o.Baseline, Emulated: emulated[p]}
-				c.Summary = stats.Summarize(c.Values)
-				switch {
-				case c.IsBaseline:
-					c.Ratio = stats.Ratio{N: c.Summary.N, Ratio: 1, Lo: 1, Hi: 1}
-					c.Verdict = "baseline"
-				case base == nil:
-					c.Ratio = stats.Ratio{Ratio: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), HalfWidthPct: math.NaN()}
-					c.Verdict = "n/a"
-				default:
-					c.Ratio = stats.PairedRatio(pairs(base, vals), o.Stats)
-					if math.IsNaN(c.Ratio.Lo) {
-						c.Verdict = "n/a"
-					} else {
-						c.Verdict = c.Ratio.Verdict(md.HigherIsBetter)
-					}
-				}
-				if wmsg := stats.CVWarning(p, c.Summary); wmsg != "" {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("%s %s: %s", w, m, wmsg))
+				c := res.cell(tab, p, base, vals, emulated[p], o)
+				if !c.IsBaseline && !tab.Diagnostic && c.Verdict != VerdictNA && c.NoVerdict == "" {
+					methods[c.Ratio.Method] = true
 				}
 				tab.Cells = append(tab.Cells, c)
 			}
 			// A metric only warm-up or failed trials reported has no
 			// counted value: no table.
-			if len(tab.Cells) > 0 {
+			switch {
+			case len(tab.Cells) == 0:
+			case tab.Diagnostic:
+				res.Diagnostics = append(res.Diagnostics, tab)
+			default:
 				res.Tables = append(res.Tables, tab)
 			}
 		}
 	}
-	for _, p := range platforms {
-		if emulated[p] {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %s (software emulation; KVM was unavailable)", p, EmulatedMark))
+	for _, m := range stats.Methods() {
+		if methods[m] {
+			res.Methods = append(res.Methods, m)
 		}
 	}
-	if res.Rounds > 0 && res.Rounds < stats.MinReliableRounds {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("only %d counted round(s): with fewer than %d the 95%% intervals cover less than 95%% (about 80%% at 3); run more rounds or use --until-ci", res.Rounds, stats.MinReliableRounds))
-	}
-	var failed []string
-	for k := range res.Failed {
-		failed = append(failed, k)
-	}
-	sort.Strings(failed)
-	for _, k := range failed {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: %d counted trial(s) failed and are left out", k, res.Failed[k]))
-	}
+	res.runWarnings(platforms, emulated)
 	return res
 }
 
+// metricOrder is the order workload w's metrics first appear in trials.
+func metricOrder(trials []store.Trial, w string) []string {
+	var metrics []string
+	seen := map[string]bool{}
+	for _, t := range trials {
+		if t.Workload != w {
+			continue
+		}
+		for _, m := range t.Metrics {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				metrics = append(metrics, m.Name)
+			}
+		}
+	}
+	return metrics
+}
+
+// cell computes platform p's cell of table tab, applying the verdict rules.
+func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated bool, o Options) Cell {
+	c := Cell{Workload: tab.Workload, Metric: tab.Metric, Platform: p, Unit: tab.Unit, HigherIsBetter: tab.HigherIsBetter,
+		Values: sortedValues(vals), IsBaseline: p == o.Baseline, Emulated: emulated}
+	c.Summary = stats.Summarize(c.Values)
+	nan := math.NaN()
+	switch {
+	case c.IsBaseline:
+		c.Ratio = stats.Ratio{N: c.Summary.N, Ratio: 1, Lo: 1, Hi: 1}
+		if !tab.Diagnostic {
+			c.Verdict = VerdictBaseline
+		}
+	case base == nil:
+		c.Ratio = stats.Ratio{Ratio: nan, Lo: nan, Hi: nan, HalfWidthPct: nan}
+		if !tab.Diagnostic {
+			c.Verdict = VerdictNA
+		}
+	case tab.Diagnostic:
+		ps := pairs(base, vals)
+		c.Ratio = stats.Ratio{N: len(ps), Ratio: stats.MeanRatio(ps), Lo: nan, Hi: nan, HalfWidthPct: nan}
+	default:
+		ps := pairs(base, vals)
+		so := o.Stats
+		if tab.Quantile > 0 {
+			so.Statistic = stats.TailStatistic
+		}
+		c.Ratio = stats.PairedRatio(ps, so)
+		c.Verdict, c.NoVerdict = judge(tab, c.Ratio, o.MinPairs)
+	}
+	if tab.Quantile > 0 {
+		c.MinSamples = minSamples(vals, base, c.IsBaseline)
+		if c.NoVerdict == "" && !c.IsBaseline && c.Verdict != VerdictNA && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(tab.Quantile) {
+			c.NoVerdict = fmt.Sprintf("%s<%d", quantileName(tab.Quantile), stats.MinTailSamples(tab.Quantile))
+			c.Verdict = c.NoVerdict
+		}
+	}
+	if !tab.Diagnostic {
+		res.cellWarnings(tab, c)
+	}
+	return c
+}
+
+// judge returns the verdict of a ratio of a result table, or the reason it
+// has none.
+func judge(tab Table, r stats.Ratio, minPairs int) (verdict, noVerdict string) {
+	switch {
+	case r.N < minPairs:
+		why := fmt.Sprintf("n<%d", minPairs)
+		return why, why
+	case math.IsNaN(r.Lo) || math.IsNaN(r.Hi):
+		return VerdictNA, ""
+	}
+	return r.Verdict(tab.HigherIsBetter), ""
+}
+
+// quantileName is "p99" for 0.99, "p99.9" for 0.999.
+func quantileName(q float64) string {
+	return "p" + strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.4f", q*100), "0"), ".")
+}
+
+// minSamples is the fewest observations behind the values of a percentile
+// cell: its own trials and, for a ratio, the baseline's of the same rounds.
+// Unknown counts (0: stored before samples were recorded) are ignored; with
+// none known it returns 0.
+func minSamples(vals, base map[int]point, isBase bool) int64 {
+	var low int64
+	take := func(s int64) {
+		if s > 0 && (low == 0 || s < low) {
+			low = s
+		}
+	}
+	for r, p := range vals {
+		take(p.samples)
+		if b, ok := base[r]; ok && !isBase {
+			take(b.samples)
+		}
+	}
+	return low
+}
+
 // MaxHalfWidth returns the widest CI half-width (percent) over every
-// non-baseline ratio of the metrics selected by include (all when nil), and
-// false when some ratio has no interval yet.
+// non-baseline ratio of the result tables selected by include (all when
+// nil), and false while some ratio may not be judged yet: it has fewer pairs
+// than the minimum, or no interval. Cells whose percentile rests on too
+// few samples per trial never get a verdict however many rounds run, so
+// they are left out.
 func (r Result) MaxHalfWidth(include func(Table) bool) (float64, bool) {
 	max := 0.0
 	for _, t := range r.Tables {
@@ -187,10 +365,12 @@ func (r Result) MaxHalfWidth(include func(Table) bool) (float64, bool) {
 			continue
 		}
 		for _, c := range t.Cells {
-			if c.IsBaseline {
+			switch {
+			case c.IsBaseline:
 				continue
-			}
-			if math.IsNaN(c.Ratio.HalfWidthPct) {
+			case t.Quantile > 0 && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(t.Quantile):
+				continue
+			case c.Ratio.N < r.MinPairs || math.IsNaN(c.Ratio.HalfWidthPct):
 				return math.NaN(), false
 			}
 			max = math.Max(max, c.Ratio.HalfWidthPct)
@@ -199,7 +379,25 @@ func (r Result) MaxHalfWidth(include func(Table) bool) (float64, bool) {
 	return max, true
 }
 
-func pairs(base, x map[int]float64) []stats.Pair {
+// Pairs returns, in round order, the pairs of a workload's metric on the
+// platforms base and x: their counted successful trials of the same round,
+// as Analyse pairs them.
+func Pairs(trials []store.Trial, workload, metric, base, x string) []stats.Pair {
+	vals := map[string]map[int]point{base: {}, x: {}}
+	for _, t := range trials {
+		if t.Warmup || t.Error != "" || t.Workload != workload || vals[t.Platform] == nil {
+			continue
+		}
+		for _, m := range t.Metrics {
+			if m.Name == metric {
+				vals[t.Platform][t.Round] = point{m.Value, m.Samples}
+			}
+		}
+	}
+	return pairs(vals[base], vals[x])
+}
+
+func pairs(base, x map[int]point) []stats.Pair {
 	var rounds []int
 	for r := range x {
 		if _, ok := base[r]; ok {
@@ -209,12 +407,12 @@ func pairs(base, x map[int]float64) []stats.Pair {
 	sort.Ints(rounds)
 	out := make([]stats.Pair, 0, len(rounds))
 	for _, r := range rounds {
-		out = append(out, stats.Pair{Base: base[r], X: x[r]})
+		out = append(out, stats.Pair{Base: base[r].v, X: x[r].v})
 	}
 	return out
 }
 
-func sortedValues(m map[int]float64) []float64 {
+func sortedValues(m map[int]point) []float64 {
 	var rounds []int
 	for r := range m {
 		rounds = append(rounds, r)
@@ -222,7 +420,7 @@ func sortedValues(m map[int]float64) []float64 {
 	sort.Ints(rounds)
 	out := make([]float64, 0, len(rounds))
 	for _, r := range rounds {
-		out = append(out, m[r])
+		out = append(out, m[r].v)
 	}
 	return out
 }

@@ -1,9 +1,9 @@
 package analysis
 
 import (
+	"fmt"
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -177,16 +177,18 @@ func TestAnalyse(t *testing.T) {
 		t.Errorf("docker-proxy ops ratio %+v, want an interval around 1", r)
 	}
 
-	// One warning for the failure; none about few rounds (6 >= 5).
-	joined := strings.Join(res.Warnings, "\n")
-	if !strings.Contains(joined, "redis/docker-nat: 1 counted trial(s) failed") {
-		t.Errorf("no failure warning in %q", joined)
+	// One warning for the failure; none about few pairs (5 and 6 >= 5).
+	if got := res.Warnings.Of(KindFailed); len(got) != 1 || got[0].Text != "redis/docker-nat: 1 counted trial(s) failed and are left out" {
+		t.Errorf("failure warnings %+v", got)
 	}
-	if strings.Contains(joined, "counted round(s)") {
-		t.Errorf("few-rounds warning with 6 rounds: %q", joined)
+	if got := res.Warnings.Of(KindFewPairs); len(got) != 0 {
+		t.Errorf("few-pairs warnings with 5-6 pairs: %+v", got)
 	}
-	if strings.Contains(joined, "docker-proxy") {
-		t.Errorf("docker-proxy's CV is below 10%% but warned: %q", joined)
+	if got := res.Warnings.Of(KindNoisy); len(got) != 0 {
+		t.Errorf("docker-proxy's CV is below 10%% but warned: %+v", got)
+	}
+	if res.MinPairs != stats.DefaultMinPairs {
+		t.Errorf("MinPairs %d, want the default %d", res.MinPairs, stats.DefaultMinPairs)
 	}
 }
 
@@ -214,32 +216,55 @@ func TestAnalysePairingByRound(t *testing.T) {
 	if res.Rounds != 5 {
 		t.Errorf("Rounds = %d, want 5", res.Rounds)
 	}
+	want := []stats.Pair{{Base: 10, X: 20}, {Base: 30, X: 60}, {Base: 50, X: 100}}
+	if got := Pairs(ts, "w", ops, "base", "x"); !reflect.DeepEqual(got, want) {
+		t.Errorf("Pairs = %v, want %v", got, want)
+	}
 }
 
-func TestAnalyseFewRounds(t *testing.T) {
-	for _, tt := range []struct {
-		rounds int
-		warn   bool
-	}{{1, true}, {3, true}, {stats.MinReliableRounds - 1, true}, {stats.MinReliableRounds, false}, {8, false}} {
-		var ts []store.Trial
-		for r := 1; r <= tt.rounds; r++ {
-			ts = append(ts, trial("w", "base", r, 100, 1), trial("w", "x", r, 100, 1))
-		}
-		res := Analyse(ts, Options{Baseline: "base"})
-		var got string
-		for _, w := range res.Warnings {
-			if strings.Contains(w, "counted round(s)") {
-				got = w
-			}
-		}
-		if (got != "") != tt.warn {
-			t.Errorf("%d rounds: few-rounds warning %q, want one: %v", tt.rounds, got, tt.warn)
-		}
-		if tt.warn && !strings.HasPrefix(got, "only "+strconv.Itoa(tt.rounds)+" counted round(s)") {
-			t.Errorf("%d rounds: warning %q does not give the count", tt.rounds, got)
-		}
+// TestMinPairs: no verdict from fewer pairs than the minimum, in every
+// cell, whatever the interval says; n (the pairs) is on every cell.
+func TestMinPairs(t *testing.T) {
+	tests := []struct {
+		pairs, minPairs int
+		verdict         string
+	}{
+		{1, 0, "n<5"},
+		{2, 0, "n<5"},
+		{4, 0, "n<5"},
+		{5, 0, "worse"},
+		{8, 0, "worse"},
+		{2, 2, "worse"},
+		{4, 5, "n<5"},
+		{5, 6, "n<6"},
+		{6, 6, "worse"},
 	}
-	// No counted rounds at all: no few-rounds warning, only the failures.
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d pairs, min %d", tt.pairs, tt.minPairs), func(t *testing.T) {
+			var ts []store.Trial
+			for r := 1; r <= tt.pairs; r++ {
+				// x is clearly worse: 0.8 of the baseline with 1% noise.
+				ts = append(ts, trial("w", "base", r, 100, 1), trial("w", "x", r, 80*(1+0.01*float64(r%3-1)), 1))
+			}
+			res := Analyse(ts, Options{Baseline: "base", MinPairs: tt.minPairs})
+			c := cell(t, res, "w", ops, "x")
+			if c.Verdict != tt.verdict || c.N() != tt.pairs || c.Ratio.N != tt.pairs {
+				t.Errorf("verdict %q n %d, want %q and %d", c.Verdict, c.N(), tt.verdict, tt.pairs)
+			}
+			few := res.Warnings.Of(KindFewPairs)
+			if below := strings.HasPrefix(tt.verdict, "n<"); below != (c.NoVerdict != "") || below != (len(few) == 2) {
+				t.Errorf("NoVerdict %q, few-pairs warnings %+v (one per metric expected when below)", c.NoVerdict, few)
+			}
+			if b := cell(t, res, "w", ops, "base"); b.N() != tt.pairs || b.Verdict != VerdictBaseline {
+				t.Errorf("baseline n %d verdict %q", b.N(), b.Verdict)
+			}
+			// --until-ci never stops below the minimum.
+			if _, ok := res.MaxHalfWidth(nil); ok == strings.HasPrefix(tt.verdict, "n<") {
+				t.Errorf("MaxHalfWidth ok = %v with %d pairs, min %d", ok, tt.pairs, res.MinPairs)
+			}
+		})
+	}
+	// No counted rounds at all: the failures, nothing else.
 	res := Analyse([]store.Trial{failed("w", "base", 1), failed("w", "x", 1), failed("w", "x", 2)}, Options{Baseline: "base"})
 	if res.Rounds != 0 || len(res.Tables) != 0 {
 		t.Errorf("all failed: rounds %d, tables %d", res.Rounds, len(res.Tables))
@@ -251,8 +276,11 @@ func TestAnalyseFewRounds(t *testing.T) {
 		"w/base: 1 counted trial(s) failed and are left out",
 		"w/x: 2 counted trial(s) failed and are left out",
 	}
-	if !reflect.DeepEqual(res.Warnings, want) {
-		t.Errorf("Warnings = %q, want %q", res.Warnings, want)
+	if !reflect.DeepEqual(res.Warnings.Texts(), want) {
+		t.Errorf("Warnings = %q, want %q", res.Warnings.Texts(), want)
+	}
+	if got := res.Warnings.Summary(); len(got) != 1 || got[0] != "failed trials left out in 2 workload/platforms, most 2 (w/x)" {
+		t.Errorf("Summary = %q", got)
 	}
 }
 
@@ -279,7 +307,7 @@ func TestAnalyseSinglePair(t *testing.T) {
 	ts := []store.Trial{trial("w", "base", 1, 100, 1), trial("w", "x", 1, 50, 1), trial("w", "x", 2, 50, 1)}
 	res := Analyse(ts, Options{Baseline: "base"})
 	c := cell(t, res, "w", ops, "x")
-	if c.Ratio.N != 1 || c.Ratio.Ratio != 0.5 || c.Verdict != "n/a" {
+	if c.Ratio.N != 1 || c.Ratio.Ratio != 0.5 || c.Verdict != "n<5" {
 		t.Errorf("single pair: ratio %+v verdict %q", c.Ratio, c.Verdict)
 	}
 }
@@ -291,13 +319,8 @@ func TestAnalyseCVWarning(t *testing.T) {
 		ts = append(ts, trial("w", "base", r, 100, 1), trial("w", "noisy", r, vals[r-1], 1))
 	}
 	res := Analyse(ts, Options{Baseline: "base"})
-	var got []string
-	for _, w := range res.Warnings {
-		if strings.Contains(w, "CV") {
-			got = append(got, w)
-		}
-	}
-	if len(got) != 1 || !strings.HasPrefix(got[0], "w "+ops+": platform noisy: CV") {
+	got := res.Warnings.Of(KindNoisy).Texts()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "noisy w "+ops+": CV 31.6% > 10%") {
 		t.Errorf("CV warnings %q, want one for w/ops/noisy", got)
 	}
 }
@@ -404,5 +427,157 @@ func TestMaxHalfWidth(t *testing.T) {
 	got, ok := res.MaxHalfWidth(func(tab Table) bool { return tab.Workload == "redis" })
 	if !ok || got != proxy {
 		t.Errorf("MaxHalfWidth(redis only) = %v, %v; want %v, true", got, ok, proxy)
+	}
+}
+
+// TestDiagnostics: metrics that explain results go to their own tables
+// without verdicts, whether the trial says so or (for old trials) the name
+// does.
+func TestDiagnostics(t *testing.T) {
+	var ts []store.Trial
+	for r := 1; r <= 5; r++ {
+		for _, p := range []string{"base", "x"} {
+			tr := trial("w", p, r, 100, 1)
+			v := 50.0
+			if p == "x" {
+				v = 30 // "better" if it were judged
+			}
+			tr.Metrics = append(tr.Metrics,
+				store.Metric{Name: "server_share", Unit: "%", Value: v, Diagnostic: true},
+				store.Metric{Name: "client_cpu_pct", Unit: "%", Value: v}) // an old trial: no attribute
+			ts = append(ts, tr)
+		}
+	}
+	res := Analyse(ts, Options{Baseline: "base"})
+	if len(res.Tables) != 2 || len(res.Diagnostics) != 2 {
+		t.Fatalf("%d result and %d diagnostic tables, want 2 and 2", len(res.Tables), len(res.Diagnostics))
+	}
+	for _, tab := range res.Diagnostics {
+		if !tab.Diagnostic {
+			t.Errorf("%s not marked diagnostic", tab.Metric)
+		}
+		for _, c := range tab.Cells {
+			if c.Verdict != "" || (!c.IsBaseline && !math.IsNaN(c.Ratio.Lo)) {
+				t.Errorf("%s/%s: verdict %q interval [%v, %v], want none", tab.Metric, c.Platform, c.Verdict, c.Ratio.Lo, c.Ratio.Hi)
+			}
+			if !c.IsBaseline && (c.Ratio.Ratio != 0.6 || c.N() != 5) {
+				t.Errorf("%s/%s: ratio %v n %d, want 0.6 and 5", tab.Metric, c.Platform, c.Ratio.Ratio, c.N())
+			}
+		}
+	}
+	// A caller that knows the workload's declarations decides for old trials.
+	res = Analyse(ts, Options{Baseline: "base", Diagnostic: func(_, m string) bool { return false }})
+	if len(res.Diagnostics) != 1 || res.Diagnostics[0].Metric != "server_share" {
+		t.Errorf("with a declaration saying client_cpu_pct is a result: diagnostics %+v", res.Diagnostics)
+	}
+}
+
+// TestTailRule: a percentile gets a verdict only when every trial behind it
+// (the platform's and the baseline's) had at least MinTailSamples(q)
+// observations.
+func TestTailRule(t *testing.T) {
+	tests := []struct {
+		name         string
+		base, x      int64
+		q            float64
+		verdict      string
+		minSamples   int64
+		fewSamples   bool
+		maxHalfWidth bool // MaxHalfWidth may still be ok: such cells never qualify
+	}{
+		{"enough", 5000, 1000, 0.99, "worse", 1000, false, true},
+		{"platform short", 5000, 999, 0.99, "p99<1000", 999, true, true},
+		{"baseline short", 500, 5000, 0.99, "p99<1000", 500, true, true},
+		{"p99.9 needs 10000", 20000, 9000, 0.999, "p99.9<10000", 9000, true, true},
+		{"unknown counts (old trials)", 0, 0, 0.99, "worse", 0, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ts []store.Trial
+			for r := 1; r <= 5; r++ {
+				for _, p := range []string{"base", "x"} {
+					v, n := 10.0, tt.base
+					if p == "x" {
+						v, n = 13+0.1*float64(r), tt.x
+					}
+					ts = append(ts, store.Trial{Workload: "w", Platform: p, Round: r, Metrics: []store.Metric{
+						{Name: "p99", Unit: "ms", Value: v, Quantile: tt.q, Samples: n}}})
+				}
+			}
+			res := Analyse(ts, Options{Baseline: "base"})
+			c := cell(t, res, "w", "p99", "x")
+			if c.Verdict != tt.verdict || c.MinSamples != tt.minSamples {
+				t.Errorf("verdict %q min samples %d, want %q and %d", c.Verdict, c.MinSamples, tt.verdict, tt.minSamples)
+			}
+			if got := len(res.Warnings.Of(KindFewSamples)) == 1; got != tt.fewSamples {
+				t.Errorf("few-samples warning %v, want %v: %+v", got, tt.fewSamples, res.Warnings)
+			}
+			if _, ok := res.MaxHalfWidth(nil); ok != tt.maxHalfWidth {
+				t.Errorf("MaxHalfWidth ok %v", ok)
+			}
+			if tt.q > 0 && res.Tables[0].Quantile != tt.q {
+				t.Errorf("table quantile %v", res.Tables[0].Quantile)
+			}
+		})
+	}
+}
+
+// TestDisturbed: trials whose outside CPU exceeded the limit are listed and
+// warned about, one summary line with the count and the worst.
+func TestDisturbed(t *testing.T) {
+	outside := map[[2]any]float64{{1, "base"}: 2, {2, "x"}: 7.5, {3, "base"}: 23, {4, "x"}: 5}
+	var ts []store.Trial
+	for r := 1; r <= 5; r++ {
+		for _, p := range []string{"base", "x"} {
+			tr := trial("w", p, r, 100, 1)
+			tr.Metrics = append(tr.Metrics, store.Metric{Name: OutsideMetric, Unit: "%", Value: outside[[2]any{r, p}], Diagnostic: true})
+			ts = append(ts, tr)
+		}
+	}
+	ts = append(ts, warmup(trial("w", "x", 0, 1, 1)))
+	ts[len(ts)-1].Metrics = append(ts[len(ts)-1].Metrics, store.Metric{Name: OutsideMetric, Value: 90, Diagnostic: true})
+	for _, tt := range []struct {
+		limit float64
+		want  int
+		line  string
+	}{
+		{0, 2, "disturbed: CPU outside the run above the limit in 2 trials, worst 23% of a core (round 3 w on base)"},
+		{10, 1, "disturbed: CPU outside the run above the limit: round 3 w on base (23% of a core)"},
+		{50, 0, ""},
+	} {
+		res := Analyse(ts, Options{Baseline: "base", OutsideCPUMax: tt.limit})
+		if len(res.Disturbed) != tt.want || res.Counted != 10 {
+			t.Errorf("limit %v: %d disturbed of %d counted, want %d of 10 (warm-up not counted)", tt.limit, len(res.Disturbed), res.Counted, tt.want)
+		}
+		var line string
+		for _, l := range res.Warnings.Summary() {
+			if strings.HasPrefix(l, "disturbed") {
+				line = l
+			}
+		}
+		if line != tt.line {
+			t.Errorf("limit %v: summary %q, want %q", tt.limit, line, tt.line)
+		}
+	}
+}
+
+// TestWarningSummary: one line per kind, with the count and the worst case,
+// in a fixed order; the full list keeps every warning.
+func TestWarningSummary(t *testing.T) {
+	ws := Warnings{
+		{Kind: KindNoisy, Subject: "a w m", Severity: 0.12, Shown: "12.0%", Text: "a"},
+		{Kind: KindFewPairs, Subject: "b w m", Severity: 2, Shown: "n=3", Text: "b"},
+		{Kind: KindNoisy, Subject: "c w p99", Severity: 0.18, Shown: "18.0%", Text: "c"},
+		{Kind: KindNoisy, Subject: "d w m", Severity: 0.11, Shown: "11.0%", Text: "d"},
+	}
+	want := []string{
+		"no verdict: too few pairs: b w m (n=3)",
+		"CV > 10% in 3 cells, worst 18.0% (c w p99)",
+	}
+	if got := ws.Summary(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
+	if got := ws.Texts(); !reflect.DeepEqual(got, []string{"a", "b", "c", "d"}) {
+		t.Errorf("Texts = %q", got)
 	}
 }

@@ -427,3 +427,58 @@ func TestLeftoversAndRemoveTree(t *testing.T) {
 		t.Errorf("RemoveTree of a missing dir: %v", err)
 	}
 }
+
+// TestCPUUsage runs a busy loop in a group and checks that the group's CPU
+// accounting counts it: about the process's own /proc time, and growing.
+func TestCPUUsage(t *testing.T) {
+	needRoot(t)
+	run := freshRun(t)
+	g, err := New(run, "spinner", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Remove() })
+	if src := g.CPUSource(); !strings.Contains(src, string(run)+"/spinner") || !strings.HasPrefix(src, "cgroup v") {
+		t.Errorf("CPUSource = %q, want the cgroup version and the group", src)
+	}
+	before, err := g.CPUUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fixed amount of work (not of wall time: the machine may be busy),
+	// then exit: its CPU stays counted.
+	argv := g.Wrap([]string{"/bin/sh", "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	after, err := g.CPUUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	used := after - before
+	// The group counts what the process's own rusage says, give or take
+	// the accounting's granularity.
+	if !(own > 0) || used < own*8/10 || used > own*3/2+20*time.Millisecond {
+		t.Errorf("group counted %v over the loop, its rusage says %v", used, own)
+	}
+}
+
+func TestParseCPUStatUsage(t *testing.T) {
+	tests := []struct {
+		text    string
+		want    int64
+		wantErr bool
+	}{
+		{"usage_usec 12345\nuser_usec 10000\nsystem_usec 2345\n", 12345, false},
+		{"user_usec 1\n", 0, true},
+		{"usage_usec x\n", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCPUStatUsage(tt.text)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("ParseCPUStatUsage(%q) = %d, %v; want %d, error %v", tt.text, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

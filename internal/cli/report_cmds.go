@@ -20,47 +20,57 @@ import (
 )
 
 // storedRun is a run read back from the store with its parsed study (nil
-// when the stored spec no longer parses).
+// when the stored spec no longer parses) and its notes.
 type storedRun struct {
 	run    store.Run
 	trials []store.Trial
 	study  *study.Study
+	notes  []store.RunNote
 }
 
-// loadRun reads the run ref names; an unknown or ambiguous reference is bad
-// input.
+// loadRun reads the run ref names. A stored study that no longer parses
+// (written by another version) is reported on stderr: the run is still
+// shown, with its stored platform order and settings missing.
 func (a *app) loadRun(ctx context.Context, db store.Store, ref string) (storedRun, error) {
 	r, err := db.Run(ctx, ref)
 	if err != nil {
-		if errors.Is(err, store.ErrNoRun) || errors.Is(err, store.ErrAmbiguous) {
-			return storedRun{}, withCode(ExitBadInput, err)
-		}
 		return storedRun{}, err
 	}
 	trials, err := db.Trials(ctx, r.ID)
 	if err != nil {
 		return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	st, _ := study.Parse(r.Spec, "run "+string(r.ID), a.reg)
-	return storedRun{run: r, trials: trials, study: st}, nil
+	notes, err := db.RunNotes(ctx, r.ID)
+	if err != nil {
+		return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	st, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "warning: the stored study of run %s does not parse here (%v): its settings, platform order and verdict rules fall back to defaults\n", r.ID, err)
+		st = nil
+	}
+	return storedRun{run: r, trials: trials, study: st, notes: notes}, nil
 }
 
-// analyse analyses a stored run the way `show` does.
-func (s storedRun) analyse() analysis.Result {
-	var platforms, workloads []string
+// analyse analyses a stored run the way every report does, with the
+// study's verdict rules (defaults when the study did not parse); diag says
+// which metrics are diagnostic for trials stored before metrics recorded it.
+func (s storedRun) analyse(diag func(workload, metric string) bool) analysis.Result {
+	o := analysis.Options{Baseline: s.run.Baseline, Stats: stats.Options{Seed: uint64(s.run.Seed)}, Diagnostic: diag}
 	if s.study != nil {
-		platforms = s.study.PlatformNames()
+		o.Platforms = s.study.PlatformNames()
 		for _, w := range s.study.Workloads {
-			workloads = append(workloads, w.Name)
+			o.Workloads = append(o.Workloads, w.Name)
 		}
+		o.MinPairs, o.OutsideCPUMax = s.study.MinPairs, s.study.OutsideCPUMax
 	}
-	return analysis.Analyse(s.trials, analysis.Options{Baseline: s.run.Baseline, Platforms: platforms, Workloads: workloads,
-		Stats: stats.Options{Seed: uint64(s.run.Seed)}})
+	return analysis.Analyse(s.trials, o)
 }
 
 // diagnostic returns whether a workload's metric is diagnostic, from the
 // workloads' declarations in the stored studies, falling back to the metric's
-// name for workloads the registry does not know.
+// name for workloads the registry does not know. Trials stored since
+// metrics record it carry their own answer, which wins.
 func (a *app) diagnostic(runs []storedRun) func(workload, metric string) bool {
 	known := map[[2]string]bool{}
 	declared := map[string]bool{}
@@ -87,8 +97,23 @@ func (a *app) diagnostic(runs []storedRun) func(workload, metric string) bool {
 		if declared[w] {
 			return known[[2]string{w, m}]
 		}
-		return htmlreport.IsDiagnosticName(m)
+		return analysis.IsDiagnosticName(m)
 	}
+}
+
+// checkWritable fails, as bad input, when path cannot be written: checked
+// before the work that produces it, so that a typo does not cost a run.
+func checkWritable(flag, path string) error {
+	_, statErr := os.Stat(path)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return withCode(ExitBadInput, fmt.Errorf("%s %s: %w", flag, path, err))
+	}
+	fh.Close()
+	if errors.Is(statErr, os.ErrNotExist) {
+		os.Remove(path)
+	}
+	return nil
 }
 
 // writeFiles writes every file or none: each destination is checked first,
@@ -100,6 +125,7 @@ func writeFiles(files []outFile) error {
 			os.Remove(p)
 		}
 	}
+	// A destination that cannot be opened is the user's path: bad input.
 	for _, f := range files {
 		_, statErr := os.Stat(f.path)
 		fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE, 0o644)
@@ -112,10 +138,11 @@ func writeFiles(files []outFile) error {
 			created = append(created, f.path)
 		}
 	}
+	// A write that fails once open (a full disk) is an I/O error: exit 1.
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
 			undo()
-			return withCode(ExitBadInput, fmt.Errorf("%s %s: %w", f.flag, f.path, err))
+			return fmt.Errorf("writing %s %s: %w", f.flag, f.path, err)
 		}
 	}
 	return nil
@@ -159,7 +186,7 @@ the exact commands run.`,
 				return err
 			}
 			data, err := renderTo(func(w io.Writer) error {
-				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse()})
+				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes})
 			})
 			if err != nil {
 				return err
@@ -283,6 +310,7 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 			}
 			o := htmlreport.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
 			if st := runs[0].study; st != nil {
+				o.MinPairs = st.MinPairs
 				o.Platforms = st.PlatformNames()
 				for _, w := range st.Workloads {
 					o.Workloads = append(o.Workloads, w.Name)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,16 +66,7 @@ func seedRuns(t *testing.T, db string, scale float64) (a, b runid.ID) {
 	return ids[0], ids[1]
 }
 
-func exitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	return ExitFailure
-}
+func exitCode(err error) int { return ExitCode(err) }
 
 func TestReportCommands(t *testing.T) {
 	dir := t.TempDir()

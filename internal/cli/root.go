@@ -9,13 +9,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/store"
+	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/internal/workload/fio"
@@ -77,14 +79,41 @@ func (a *app) openStore(ctx context.Context) (store.Store, error) {
 	return st, nil
 }
 
+// ExitCode is the process exit code for err, decided by the error's type,
+// never by its text: an *ExitError's own code; an interrupted run or a
+// cancelled context 130; bad input (a study file's *study.Error, a run
+// reference that matches nothing, engine.ErrConfig) 2; something this
+// machine lacks (platform.ErrUnavailable, the measuring lock held with
+// --no-wait) 3; anything else, I/O and system errors included, 1.
+func ExitCode(err error) int {
+	var (
+		ee   *ExitError
+		se   *study.Error
+		busy *state.BusyError
+	)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, engine.ErrInterrupted), errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
+		return ExitBadInput
+	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy):
+		return ExitUnavailable
+	}
+	return ExitFailure
+}
+
 // Main runs nearnative with args and returns the process exit code. The first
-// SIGINT or SIGTERM cancels the command's context so it stops gracefully and
-// tears down what it made; a second one exits at once.
+// SIGINT, SIGTERM or SIGHUP cancels the command's context so it stops
+// gracefully and tears down what it made; a second one exits at once.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	go func() {
 		s, ok := <-sigs
@@ -103,14 +132,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintln(stderr, "nearnative: "+err.Error())
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
+	if code := ExitCode(err); code != ExitFailure || ctx.Err() == nil {
+		return code
 	}
-	if ctx.Err() != nil {
-		return ExitInterrupted
-	}
-	return ExitFailure
+	return ExitInterrupted
 }
 
 // Run executes the command line args.
@@ -143,25 +168,30 @@ with a 95% confidence interval.`,
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
 		a.reportCmd(), a.compareCmd(), a.exportCmd(),
 	)
-	err := root.ExecuteContext(ctx)
-	if err != nil && isUsageError(err) {
-		return withCode(ExitBadInput, err)
+	badInputArgs(root)
+	// An unknown command is found before any command runs: Find's error is
+	// the usage error, whatever its wording.
+	if _, _, err := root.Find(args); err != nil {
+		return withCode(ExitBadInput, fmt.Errorf("%w (see `nearnative --help`)", err))
 	}
-	return err
+	return root.ExecuteContext(ctx)
 }
 
-func isUsageError(err error) bool {
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return false
-	}
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "accepts ", "requires ", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
+// badInputArgs makes every command's argument check (cobra.ExactArgs and
+// the like) return bad input, so that the exit code comes from where the
+// error arose rather than from its words.
+func badInputArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return withCode(ExitBadInput, fmt.Errorf("%w (see `%s --help`)", err, cmd.CommandPath()))
+			}
+			return nil
 		}
 	}
-	return false
+	for _, sub := range c.Commands() {
+		badInputArgs(sub)
+	}
 }
 
 func (a *app) versionCmd() *cobra.Command {

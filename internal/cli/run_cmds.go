@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,6 +38,7 @@ type runFlags struct {
 	resume          string
 	skipUnavailable bool
 	image           string
+	noWait          bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -71,6 +72,7 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.StringVar(&f.resume, "resume", "", "continue an interrupted run without repeating its stored trials")
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
+	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
 	return c
 }
 
@@ -97,11 +99,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	if f.jsonOut != "" {
 		// Fail now, not after an hour of measuring.
-		fh, err := os.OpenFile(f.jsonOut, os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return withCode(ExitBadInput, fmt.Errorf("--json %s: %w", f.jsonOut, err))
+		if err := checkWritable("--json", f.jsonOut); err != nil {
+			return err
 		}
-		fh.Close()
 	}
 	db, err := a.openStore(ctx)
 	if err != nil {
@@ -114,7 +114,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		// A resumed run keeps the platforms and the image it started with.
 		r, err := db.Run(ctx, f.resume)
 		if err != nil {
-			return withCode(ExitBadInput, err)
+			return err
 		}
 		stored, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg)
 		if err != nil {
@@ -124,70 +124,82 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		var env struct {
 			Extra map[string]string `json:"extra"`
 		}
-		if json.Unmarshal(r.Env, &env) == nil && env.Extra["image"] != "" {
+		if err := json.Unmarshal(r.Env, &env); err != nil && len(r.Env) > 0 {
+			return fmt.Errorf("run %s: its stored environment does not decode, so the image it ran cannot be known: %w", r.ID, err)
+		}
+		if env.Extra["image"] != "" {
 			if f.image != "" && f.image != env.Extra["image"] {
 				return withCode(ExitBadInput, fmt.Errorf("--image %s: run %s was started with %s and resumes with it", f.image, r.ID, env.Extra["image"]))
 			}
 			f.image = env.Extra["image"]
 		}
 	}
-	needsDocker := false
+	needsImage := false
 	for _, p := range platforms(st) {
 		// VMs are built from the container image too.
-		if p.Base != platform.Native {
-			needsDocker = true
-		}
+		needsImage = needsImage || p.Base != platform.Native
 	}
+	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable}
 	imageRef := ""
 	var envDocker map[string]string
-	if needsDocker {
+	if needsImage {
 		imageRef, envDocker, err = a.dockerFacts(ctx, f.image)
-		if err != nil && !f.skipUnavailable {
+		switch {
+		case err != nil && !f.skipUnavailable:
 			return withCode(ExitUnavailable, err)
+		case err != nil:
+			// Every platform that runs the image is skipped, with this
+			// reason stored with the run.
+			opener.NoImage = err
 		}
 	}
-	env, _ := sysinfo.Capture(ctx)
+	env, err := sysinfo.Capture(ctx)
+	if err != nil {
+		return err // only when interrupted
+	}
 	env.Docker = envDocker
 	env.NearnativeVersion, env.Commit = version.Version, version.CommitID()
 	if env.Extra == nil {
 		env.Extra = map[string]string{}
 	}
 	env.Extra["image"] = imageRef
-	envJSON, _ := json.Marshal(env)
+	envJSON, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("recording the environment: %w", err)
+	}
+	var notes []store.RunNote
+	if w := env.Extra["warnings"]; w != "" {
+		for _, part := range strings.Split(w, "; ") {
+			notes = append(notes, store.RunNote{Kind: store.NoteWarning, Subject: "environment", Text: "not captured: " + part})
+		}
+	}
 
-	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable}
 	disp := progress.New(a.stderr)
 	out, err := engine.Run(ctx, engine.Config{
-		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Platforms: opener.Open, Image: imageRef,
+		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Image: imageRef,
+		Platforms: func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
+			m, closeAll, err := opener.Open(ctx, env, ps)
+			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped}, err
+		},
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.New("host", env, a.dir, platform.Options{})
 		},
+		NoWait: f.noWait, Notes: notes,
 	})
-	for _, s := range opener.Skipped {
-		fmt.Fprintf(a.stderr, "skipped platform %s\n", s)
+	for name, why := range opener.Skipped {
+		fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
 	}
 	if !out.Stored {
-		var un *platformset.Unavailable
-		switch {
-		case errors.As(err, &un):
-			return withCode(ExitUnavailable, err)
-		case errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
-			return withCode(ExitBadInput, err)
-		}
 		return err
 	}
-	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut); rerr != nil && err == nil {
+	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut, false); rerr != nil && err == nil {
 		err = rerr
 	}
 	if errors.Is(err, engine.ErrInterrupted) {
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("run %s interrupted; continue it with `nearnative run --resume %s`", out.Run.ID, out.Run.ID)}
 	}
 	if err != nil {
-		var un *platformset.Unavailable
-		if errors.As(err, &un) {
-			return withCode(ExitUnavailable, err)
-		}
 		return fmt.Errorf("run %s: %w", out.Run.ID, err)
 	}
 	return nil
@@ -239,8 +251,9 @@ func (a *app) imageRef(ctx context.Context, engine *platformset.Engine, override
 	return ref, nil
 }
 
-// render prints the report of a stored run and writes its JSON.
-func (a *app) render(ctx context.Context, ref string, jsonOut string) error {
+// render prints the report of a stored run and writes its JSON; with
+// allWarnings it prints every warning instead of one line per kind.
+func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarnings bool) error {
 	db, err := a.openStore(ctx)
 	if err != nil {
 		return err
@@ -250,18 +263,24 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string) error {
 	if err != nil {
 		return err
 	}
-	res := sr.analyse()
-	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: notes(sr.trials)}
+	res := sr.analyse(a.diagnostic([]storedRun{sr}))
+	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: notes(sr.trials), RunNotes: sr.notes}
+	if allWarnings {
+		fmt.Fprintf(a.stdout, "run %s: %d warning(s)\n", sr.run.ID, len(res.Warnings))
+		for _, l := range report.RunNoteLines(sr.notes) {
+			fmt.Fprintln(a.stdout, l)
+		}
+		return report.Warnings(a.stdout, res)
+	}
 	if err := report.Text(a.stdout, h, res); err != nil {
 		return err
 	}
 	if jsonOut != "" {
-		fh, err := os.Create(jsonOut)
+		data, err := renderTo(func(w io.Writer) error { return report.JSON(w, h, res) })
 		if err != nil {
-			return fmt.Errorf("--json: %w", err)
+			return err
 		}
-		defer fh.Close()
-		if err := report.JSON(fh, h, res); err != nil {
+		if err := writeFiles([]outFile{{"--json", jsonOut, data}}); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stderr, "wrote %s\n", jsonOut)
@@ -337,15 +356,17 @@ func (a *app) runsCmd() *cobra.Command {
 
 func (a *app) showCmd() *cobra.Command {
 	var jsonOut string
+	var warnings bool
 	c := &cobra.Command{
 		Use:   "show RUN",
 		Short: "Print a stored run's report (RUN: an ID, a unique prefix, or last)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return a.render(c.Context(), args[0], jsonOut)
+			return a.render(c.Context(), args[0], jsonOut, warnings)
 		},
 	}
 	c.Flags().StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
+	c.Flags().BoolVar(&warnings, "warnings", false, "list every warning of the run instead of the report (the report has one line per kind)")
 	return c
 }
 

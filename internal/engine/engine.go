@@ -44,9 +44,17 @@ const (
 // maxConsecutiveFailures aborts a run when one unit keeps failing.
 const maxConsecutiveFailures = 3
 
-// PlatformOpener opens the study's platforms for a run. It returns them by
-// name and a function that releases them.
-type PlatformOpener func(ctx context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error)
+// Opened is what a PlatformOpener returns: the platforms that can run here
+// by name, a function that releases them, and the platforms skipped as
+// unavailable with the reason for each.
+type Opened struct {
+	Platforms map[string]platform.Platform
+	Close     func() error
+	Skipped   map[string]string
+}
+
+// PlatformOpener opens the study's platforms for a run.
+type PlatformOpener func(ctx context.Context, env platform.Env, ps []study.Platform) (Opened, error)
 
 // Progress receives what the engine does; implementations draw a bar on a
 // terminal or print log lines.
@@ -85,6 +93,13 @@ type Config struct {
 	// Host opens this machine's native platform for the topology roles
 	// that run beside the driver; nil leaves workload.Trial.Host nil.
 	Host func(env platform.Env) (platform.Platform, error)
+	// NoWait makes the run fail with a *state.BusyError instead of waiting
+	// when another run holds the machine's measuring lock.
+	NoWait bool
+	// Notes are stored with the run when it is created (or resumed): facts
+	// the caller found before it started, such as an environment capture
+	// that failed in part.
+	Notes []store.RunNote
 }
 
 // Outcome is how a run ended.
@@ -115,6 +130,19 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	defer lock.Release()
+	// One run measures at a time: a second one waits here, before it
+	// starts anything, and says for whom.
+	machine, err := cfg.Dir.AcquireMachine(ctx, state.Holder{Run: r.ID, Study: st.Name, PID: os.Getpid(), Since: time.Now()}, !cfg.NoWait,
+		func(h state.Holder) {
+			cfg.Progress.Logf("waiting: the machine is being measured by %s (Ctrl-C stops waiting; --no-wait exits instead)", h)
+		})
+	if err != nil {
+		if ctx.Err() != nil {
+			return out, ErrInterrupted
+		}
+		return out, err
+	}
+	defer machine.Release()
 
 	instances := map[string]workload.Instance{}
 	for _, w := range st.Workloads {
@@ -136,12 +164,13 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	if err := os.MkdirAll(env.LogDir, 0o755); err != nil {
 		return out, fmt.Errorf("creating run directory: %w", err)
 	}
-	plats, closePlats, err := cfg.Platforms(ctx, env, st.Platforms)
+	opened, err := cfg.Platforms(ctx, env, st.Platforms)
 	if err != nil {
 		return out, err
 	}
+	plats := opened.Platforms
 	defer func() {
-		if cerr := closePlats(); cerr != nil {
+		if cerr := opened.Close(); cerr != nil {
 			cfg.Progress.Logf("releasing platforms: %v (`nearnative cleanup %s` removes what is left)", cerr, r.ID)
 		}
 	}()
@@ -174,6 +203,22 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	out.Stored = true
+	notes := append([]store.RunNote{}, cfg.Notes...)
+	for _, p := range st.Platforms {
+		if why, ok := opened.Skipped[p.Name]; ok {
+			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})
+		}
+	}
+	for name, why := range opened.Skipped {
+		if _, inStudy := st.Platform(name); !inStudy {
+			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name, Text: why})
+		}
+	}
+	for _, n := range notes {
+		if err := cfg.Store.AddRunNote(ctx, r.ID, n); err != nil {
+			return out, err
+		}
+	}
 
 	var host platform.Platform
 	if cfg.Host != nil {
@@ -184,9 +229,12 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			defer c.Close()
 		}
 	}
-	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, host: host,
+	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, host: host, degraded: map[string]bool{},
 		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{},
 		lastStored: prior.lastRound, spent: prior.spent}
+	if err := e.storeDegradations(ctx); err != nil {
+		return out, err
+	}
 	reason, runErr := e.loop(ctx)
 	out.Reason = reason
 	status := "done"
@@ -262,8 +310,9 @@ type runner struct {
 	plats     map[string]platform.Platform
 	host      platform.Platform
 	rawDir    string
-	failures  map[string]int // consecutive failures per unit
-	spent     time.Duration  // machine time of the run's trials, stored before a resume included
+	failures  map[string]int  // consecutive failures per unit
+	degraded  map[string]bool // degraded modes already stored, "platform\x00text"
+	spent     time.Duration   // machine time of the run's trials, stored before a resume included
 	// lastStored is the highest round a resumed run had stored trials in
 	// (-1 for a new run): the stopping rule was already checked, or never
 	// reached, for the rounds before it.
@@ -351,20 +400,16 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	if err != nil {
 		t.Error = err.Error()
 	} else {
-		for _, m := range e.instances[u.Workload.Name].Metrics() {
-			v, ok := res.Values[m.Name]
-			if !ok {
-				t.Error = fmt.Sprintf("workload %s did not report metric %s", u.Workload.Kind, m.Name)
-				break
-			}
-			t.Metrics = append(t.Metrics, store.Metric{Name: m.Name, Unit: m.Unit, HigherIsBetter: m.HigherIsBetter, Value: v})
-		}
+		t.Metrics, t.Error = storedMetrics(u.Workload.Kind, e.instances[u.Workload.Name].Metrics(), res)
 	}
 	if serr := e.cfg.Store.AddTrial(context.WithoutCancel(ctx), t); serr != nil {
 		return fmt.Errorf("storing trial %s: %w", name, serr)
 	}
 	e.done[unitKey{round, u.Workload.Name, u.Platform.Name}] = true
 	e.cfg.Progress.TrialEnd(t)
+	if err := e.storeDegradations(ctx); err != nil {
+		return err
+	}
 	if t.Error == "" {
 		e.failures[u.String()] = 0
 		return nil
@@ -380,29 +425,72 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	return nil
 }
 
-// precision returns the widest CI half-width over every ratio so far.
+// storedMetrics turns a trial's result into the metrics to store, in the
+// order the workload declares them, with what each metric is. A declared
+// metric without a value, or a percentile without the number of samples
+// behind it, fails the trial (the returned error text).
+func storedMetrics(kind string, declared []workload.Metric, res workload.Result) ([]store.Metric, string) {
+	var out []store.Metric
+	for _, m := range declared {
+		v, ok := res.Values[m.Name]
+		if !ok {
+			return nil, fmt.Sprintf("workload %s did not report metric %s", kind, m.Name)
+		}
+		sm := store.Metric{Name: m.Name, Unit: m.Unit, HigherIsBetter: m.HigherIsBetter, Value: v,
+			Diagnostic: m.Diagnostic, Quantile: m.Quantile, Samples: res.Samples[m.Name]}
+		if m.Quantile > 0 && sm.Samples <= 0 {
+			return nil, fmt.Sprintf("workload %s did not report how many observations its percentile %s came from", kind, m.Name)
+		}
+		out = append(out, sm)
+	}
+	return out, ""
+}
+
+// storeDegradations stores the degraded modes the platforms report that are
+// not stored yet, so that every report of the run names them.
+func (e *runner) storeDegradations(ctx context.Context) error {
+	for _, p := range e.st.Platforms {
+		d, ok := e.plats[p.Name].(platform.Degrader)
+		if !ok {
+			continue
+		}
+		for _, text := range d.Degradations() {
+			k := p.Name + "\x00" + text
+			if e.degraded[k] {
+				continue
+			}
+			if err := e.cfg.Store.AddRunNote(context.WithoutCancel(ctx), e.run.ID, store.RunNote{Kind: store.NoteDegraded, Subject: p.Name, Text: text}); err != nil {
+				return fmt.Errorf("storing a degraded mode of %s: %w", p.Name, err)
+			}
+			e.degraded[k] = true
+			e.cfg.Progress.Logf("%s runs degraded: %s", p.Name, text)
+		}
+	}
+	return nil
+}
+
+// precision returns the widest CI half-width over every ratio so far; ok is
+// false while some ratio cannot be judged yet (fewer pairs than the study's
+// min_pairs).
 func (e *runner) precision(ctx context.Context) (float64, bool, error) {
 	trials, err := e.cfg.Store.Trials(ctx, e.run.ID)
 	if err != nil {
 		return 0, false, err
 	}
-	res := analysis.Analyse(trials, analysis.Options{Baseline: e.st.Baseline, Stats: stats.Options{Seed: uint64(e.st.Seed)}})
 	diagnostic := map[[2]string]bool{}
 	for name, in := range e.instances {
 		for _, m := range in.Metrics() {
 			diagnostic[[2]string{name, m.Name}] = m.Diagnostic
 		}
 	}
+	res := analysis.Analyse(trials, analysis.Options{Baseline: e.st.Baseline, Stats: stats.Options{Seed: uint64(e.st.Seed)},
+		MinPairs: e.st.MinPairs, OutsideCPUMax: e.st.OutsideCPUMax,
+		Diagnostic: func(w, m string) bool { return diagnostic[[2]string{w, m}] }})
 	named := map[string]bool{}
 	for _, m := range e.st.UntilCIMetrics {
 		named[m] = true
 	}
-	hw, ok := res.MaxHalfWidth(func(t analysis.Table) bool {
-		if len(named) > 0 {
-			return named[t.Metric]
-		}
-		return !diagnostic[[2]string{t.Workload, t.Metric}]
-	})
+	hw, ok := res.MaxHalfWidth(func(t analysis.Table) bool { return len(named) == 0 || named[t.Metric] })
 	return hw, ok, nil
 }
 
@@ -410,18 +498,27 @@ func (e *runner) precision(ctx context.Context) (float64, bool, error) {
 // reports, before anything starts.
 func checkCIMetrics(st *study.Study, instances map[string]workload.Instance) error {
 	known := map[string]bool{}
+	diagnostic := map[string]bool{}
 	var names []string
 	for _, in := range instances {
 		for _, m := range in.Metrics() {
+			if m.Diagnostic {
+				diagnostic[m.Name] = true
+				continue
+			}
 			if !known[m.Name] {
 				known[m.Name] = true
 				names = append(names, m.Name)
 			}
 		}
 	}
+	sort.Strings(names)
 	for _, m := range st.UntilCIMetrics {
-		if !known[m] {
-			sort.Strings(names)
+		switch {
+		case known[m]:
+		case diagnostic[m]:
+			return fmt.Errorf("until_ci_metrics: %q is a diagnostic metric, which gets no verdict and no interval to narrow (results: %s)", m, strings.Join(names, ", "))
+		default:
 			return fmt.Errorf("until_ci_metrics: no workload of study %s reports %q (metrics: %s)", st.Name, m, strings.Join(names, ", "))
 		}
 	}

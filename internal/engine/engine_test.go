@@ -220,7 +220,7 @@ type fakePlatforms struct {
 	env    platform.Env
 }
 
-func (fp *fakePlatforms) open(_ context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error) {
+func (fp *fakePlatforms) open(_ context.Context, env platform.Env, ps []study.Platform) (Opened, error) {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	if fp.byName == nil {
@@ -235,12 +235,12 @@ func (fp *fakePlatforms) open(_ context.Context, env platform.Env, ps []study.Pl
 		}
 		out[p.Name] = fp.byName[p.Name]
 	}
-	return out, func() error {
+	return Opened{Platforms: out, Close: func() error {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		fp.closes++
 		return nil
-	}, nil
+	}}, nil
 }
 
 // recorder is a Progress that records every call.
@@ -315,6 +315,7 @@ type env struct {
 
 func newEnv(t *testing.T, metrics ...workload.Metric) *env {
 	t.Helper()
+	t.Setenv(state.EnvLockDir, t.TempDir()) // not the machine-wide lock directory
 	ctx := context.Background()
 	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
@@ -333,6 +334,10 @@ func studyYAML(extra string, workloads ...string) string {
 	}
 	var b strings.Builder
 	b.WriteString("name: engine-test\ntrial: 1s\n")
+	if !strings.Contains(extra, "min_pairs:") {
+		// The engine's mechanics need few rounds; verdicts are not at stake.
+		b.WriteString("min_pairs: 2\n")
+	}
 	b.WriteString(extra)
 	b.WriteString("platforms:\n  - native\n  - {name: slow, base: native, options: {cpus: 0.5}}\nworkloads:\n")
 	for _, w := range workloads {
@@ -956,6 +961,13 @@ func TestUntilCI(t *testing.T) {
 			wantReason: ReasonMaxTime, wantCounted: 3, wantPrecision: true,
 		},
 		{
+			// studyYAML's min_pairs is 2; a study asking for 5 pairs must
+			// not stop at 3 rounds however precise they are.
+			name: "never stops below min_pairs", extra: "rounds: 3\nmin_pairs: 5\nuntil_ci: 5\nmax_rounds: 20\n",
+			metrics: []workload.Metric{ops}, cv: map[string]float64{"ops": 0.002},
+			wantReason: ReasonPrecision, wantCounted: 5, wantPrecision: true,
+		},
+		{
 			name: "without until_ci the rounds are fixed", extra: "rounds: 3\n",
 			metrics: []workload.Metric{ops}, cv: map[string]float64{"ops": 0.3},
 			wantReason: ReasonRounds, wantCounted: 3,
@@ -1066,7 +1078,7 @@ func TestResumeUntilCIFinishesRound(t *testing.T) {
 				}
 			}
 		}
-		res := analysis.Analyse(ts, analysis.Options{Baseline: platform.Native, Stats: stats.Options{Seed: uint64(seed)}})
+		res := analysis.Analyse(ts, analysis.Options{Baseline: platform.Native, Stats: stats.Options{Seed: uint64(seed)}, MinPairs: 2})
 		hw, ok := res.MaxHalfWidth(nil)
 		if !ok {
 			t.Fatalf("no half-width after %d rounds", n)
@@ -1157,13 +1169,154 @@ func TestResumeKeepsTimeCap(t *testing.T) {
 	}
 }
 
+// TestUntilCIMetricsChecked: --until-ci may only aim at metrics that get a
+// verdict; a diagnostic or unknown metric is bad input before anything runs.
+func TestUntilCIMetricsChecked(t *testing.T) {
+	for _, tt := range []struct{ metric, want string }{
+		{"cpu", `"cpu" is a diagnostic metric`},
+		{"nope", `no workload of study engine-test reports "nope"`},
+	} {
+		e := newEnv(t, workload.Metric{Name: "ops", HigherIsBetter: true}, workload.Metric{Name: "cpu", Diagnostic: true})
+		st := e.study(t, studyYAML("rounds: 2\nuntil_ci: 5\nuntil_ci_metrics: ["+tt.metric+"]\n", "wa"))
+		out, err := Run(context.Background(), e.config(st, ""))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) || out.Stored {
+			t.Errorf("until_ci_metrics [%s]: %v (stored %v), want ErrConfig with %q and nothing stored", tt.metric, err, out.Stored, tt.want)
+		}
+	}
+}
+
+// TestStoredMetricAttributes: what a metric is (diagnostic, a percentile)
+// and the samples behind it are stored with every trial; a percentile
+// without its samples fails the trial.
+func TestStoredMetricAttributes(t *testing.T) {
+	decl := []workload.Metric{
+		{Name: "ops", HigherIsBetter: true},
+		{Name: "p99", Quantile: 0.99},
+		{Name: "cpu_pct", Diagnostic: true},
+	}
+	res := workload.Result{Values: map[string]float64{"ops": 1, "p99": 2, "cpu_pct": 3}, Samples: map[string]int64{"p99": 5000}}
+	got, errText := storedMetrics("fake", decl, res)
+	want := []store.Metric{
+		{Name: "ops", HigherIsBetter: true, Value: 1},
+		{Name: "p99", Value: 2, Quantile: 0.99, Samples: 5000},
+		{Name: "cpu_pct", Value: 3, Diagnostic: true},
+	}
+	if errText != "" || !reflect.DeepEqual(got, want) {
+		t.Errorf("storedMetrics = %+v, %q; want %+v", got, errText, want)
+	}
+	res.Samples = nil
+	if _, errText := storedMetrics("fake", decl, res); !strings.Contains(errText, "did not report how many observations its percentile p99 came from") {
+		t.Errorf("percentile without samples: %q", errText)
+	}
+	delete(res.Values, "ops")
+	if _, errText := storedMetrics("fake", decl, res); !strings.Contains(errText, "did not report metric ops") {
+		t.Errorf("missing metric: %q", errText)
+	}
+}
+
+// degradingPlatform is a fakePlatform that falls back to a degraded mode
+// once it has started a server.
+type degradingPlatform struct{ *fakePlatform }
+
+func (p degradingPlatform) Degradations() []string {
+	if len(p.starts()) == 0 {
+		return nil
+	}
+	return []string{"fell back to slow mode"}
+}
+
+// TestDegradationsStored: a degraded mode a platform reports during the run
+// is stored once with the run, and said in the log.
+func TestDegradationsStored(t *testing.T) {
+	e := newEnv(t)
+	st := e.study(t, studyYAML("rounds: 2\n", "wa"))
+	cfg := e.config(st, "")
+	cfg.Notes = []store.RunNote{{Kind: store.NoteWarning, Text: "environment: no governor"}}
+	cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (Opened, error) {
+		o, err := e.plats.open(ctx, env, ps)
+		o.Platforms["slow"] = degradingPlatform{o.Platforms["slow"].(*fakePlatform)}
+		return o, err
+	}
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := e.store.RunNotes(context.Background(), out.Run.ID)
+	want := []store.RunNote{{Kind: store.NoteWarning, Text: "environment: no governor"}, {Kind: store.NoteDegraded, Subject: "slow", Text: "fell back to slow mode"}}
+	if err != nil || !reflect.DeepEqual(notes, want) {
+		t.Errorf("notes %+v (%v), want %+v", notes, err, want)
+	}
+	if !e.prog.logged("slow runs degraded: fell back to slow mode") {
+		t.Errorf("degradation not logged: %q", e.prog.logs)
+	}
+}
+
+// TestOneRunAtATime: two runs started together measure one after the
+// other: the second waits for the machine's measuring lock, says whom it
+// waits for, and its trials all come after the first run's. With NoWait it
+// fails at once with a *state.BusyError instead.
+func TestOneRunAtATime(t *testing.T) {
+	e := newEnv(t)
+	st := e.study(t, studyYAML("rounds: 2\n", "wa"))
+	e.kind.setBehaviour(behaviour{sleep: func(key) time.Duration { return 30 * time.Millisecond }})
+	first := e.config(st, "")
+	started := make(chan struct{})
+	var once sync.Once
+	first.Progress = &recorder{onTrialEnd: func(store.Trial) { once.Do(func() { close(started) }) }}
+	type result struct {
+		out Outcome
+		err error
+	}
+	done1 := make(chan result, 1)
+	go func() {
+		out, err := Run(context.Background(), first)
+		done1 <- result{out, err}
+	}()
+	<-started // the first run measures
+
+	noWait := e.config(st, "")
+	noWait.NoWait = true
+	noWait.Progress = &recorder{}
+	if _, err := Run(context.Background(), noWait); err == nil {
+		t.Error("a --no-wait run started while another measured")
+	} else if busy := (*state.BusyError)(nil); !errors.As(err, &busy) {
+		t.Errorf("--no-wait run: %v, want a *state.BusyError", err)
+	}
+
+	second := e.config(st, "")
+	rec2 := &recorder{}
+	second.Progress = rec2
+	out2, err := Run(context.Background(), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := <-done1
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	if !rec2.logged("waiting: the machine is being measured by run " + string(r1.out.Run.ID)) {
+		t.Errorf("the second run did not say whom it waited for: %q", rec2.logs)
+	}
+	last1 := time.Time{}
+	for _, tr := range e.trials(t, r1.out.Run.ID) {
+		if end := tr.Started.Add(tr.Duration); end.After(last1) {
+			last1 = end
+		}
+	}
+	for _, tr := range e.trials(t, out2.Run.ID) {
+		if tr.Started.Before(last1) {
+			t.Errorf("second run's trial %s started at %v, before the first run's last trial ended at %v", keyOf(tr), tr.Started, last1)
+		}
+	}
+}
+
 // TestNewRunErrors covers problems found before anything is stored.
 func TestNewRunErrors(t *testing.T) {
 	e := newEnv(t)
 	st := e.study(t, studyYAML("rounds: 2\n"))
 	cfg := e.config(st, "")
-	cfg.Platforms = func(context.Context, platform.Env, []study.Platform) (map[string]platform.Platform, func() error, error) {
-		return nil, nil, errors.New("docker is not running")
+	cfg.Platforms = func(context.Context, platform.Env, []study.Platform) (Opened, error) {
+		return Opened{}, errors.New("docker is not running")
 	}
 	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "docker is not running") {
 		t.Errorf("Run with failing platforms: %v", err)
@@ -1186,7 +1339,7 @@ func TestNewRunErrors(t *testing.T) {
 func TestStudyBuiltInCode(t *testing.T) {
 	e := newEnv(t)
 	st := study.New("coded")
-	st.Rounds, st.Warmup = 2, 0
+	st.Rounds, st.Warmup, st.MinPairs = 2, 0, 2
 	st.Platforms = []study.Platform{{Name: platform.Native, Base: platform.Native}, {Name: "slow", Base: platform.Native}}
 	st.Workloads = []study.Workload{{Name: "wa", Kind: "fake"}}
 	if err := st.Apply(study.Overrides{Seed: 7}, e.reg); err != nil {
@@ -1226,10 +1379,11 @@ func TestSkippedPlatforms(t *testing.T) {
 			e := newEnv(t)
 			st := e.study(t, studyYAML("rounds: 2\n", "wa"))
 			cfg := e.config(st, "")
-			cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (map[string]platform.Platform, func() error, error) {
-				all, closeAll, err := e.plats.open(ctx, env, ps)
-				delete(all, tc.skip)
-				return all, closeAll, err
+			cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (Opened, error) {
+				o, err := e.plats.open(ctx, env, ps)
+				delete(o.Platforms, tc.skip)
+				o.Skipped = map[string]string{tc.skip: "no " + tc.skip + " here"}
+				return o, err
 			}
 			out, err := Run(context.Background(), cfg)
 			if tc.wantErr != "" {
@@ -1251,6 +1405,11 @@ func TestSkippedPlatforms(t *testing.T) {
 			}
 			if spec := string(e.run(t, out.Run.ID).Spec); strings.Contains(spec, "name: slow") {
 				t.Errorf("stored spec still names the skipped platform:\n%s", spec)
+			}
+			notes, err := e.store.RunNotes(context.Background(), out.Run.ID)
+			want := []store.RunNote{{Kind: store.NoteSkipped, Subject: tc.skip, Text: "no " + tc.skip + " here"}}
+			if err != nil || !reflect.DeepEqual(notes, want) {
+				t.Errorf("run notes %+v (%v), want the skipped platform with its reason %+v", notes, err, want)
 			}
 		})
 	}

@@ -146,7 +146,7 @@ func layout(id string, t analysis.Table, baseline string) Chart {
 			b.Value = fmt.Sprintf("%.3f", r)
 			b.Tooltip = fmt.Sprintf("%s: %.3f × %s (%s)", cell.Platform, r, baseline, cell.Verdict)
 			valueTop := r
-			if !cell.IsBaseline && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
+			if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
 				b.HasCI = true
 				hi := cell.Ratio.Hi
 				if hi > axisMax {

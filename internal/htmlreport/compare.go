@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 )
@@ -26,8 +27,12 @@ type RunData struct {
 type CompareOptions struct {
 	Stats stats.Options
 	// Diagnostic reports whether a workload's metric is diagnostic (explains
-	// a result, is not one); nil means IsDiagnosticName.
+	// a result, is not one) for trials stored before metrics recorded it;
+	// nil means analysis.IsDiagnosticName.
 	Diagnostic func(workload, metric string) bool
+	// MinPairs is the fewest counted trials each run needs for a verdict;
+	// 0 means stats.DefaultMinPairs.
+	MinPairs int
 	// Platforms and Workloads give the display order (the first run's study
 	// order); names absent here follow in the order the first run met them.
 	Platforms, Workloads []string
@@ -41,6 +46,8 @@ type Comparison struct {
 	// NotInAll lists the workload/platform pairs left out because some run
 	// lacks them.
 	NotInAll []string
+	// MinPairs is the rule applied: counted trials per run a verdict needs.
+	MinPairs int
 }
 
 // CompareRow is one (workload, metric, platform) across the runs.
@@ -50,8 +57,9 @@ type CompareRow struct {
 	// Summaries has one entry per run, of its counted successful trials.
 	Summaries []stats.Summary
 	// Ratios and Verdicts have one entry per later run: its mean over the
-	// first run's, with an unpaired bootstrap CI, and "~", "better", "worse"
-	// or "n/a".
+	// first run's, with an unpaired CI, and "~", "better", "worse", "n/a",
+	// "n<5" (a run with fewer counted trials than the minimum) or "" for a
+	// diagnostic metric.
 	Ratios   []stats.Ratio
 	Verdicts []string
 }
@@ -67,7 +75,11 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 	}
 	diag := o.Diagnostic
 	if diag == nil {
-		diag = func(_, m string) bool { return IsDiagnosticName(m) }
+		diag = func(_, m string) bool { return analysis.IsDiagnosticName(m) }
+	}
+	minPairs := o.MinPairs
+	if minPairs <= 0 {
+		minPairs = stats.DefaultMinPairs
 	}
 	type key struct{ w, m, p string }
 	vals := make([]map[key][]float64, len(runs))
@@ -92,13 +104,17 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 				k := key{t.Workload, m.Name, t.Platform}
 				if i == 0 && vals[0][k] == nil {
 					order = append(order, k)
+				}
+				if i == 0 {
+					md := meta[k]
+					m.Diagnostic = m.Diagnostic || md.Diagnostic
 					meta[k] = m
 				}
 				vals[i][k] = append(vals[i][k], m.Value)
 			}
 		}
 	}
-	c := Comparison{}
+	c := Comparison{MinPairs: minPairs}
 	for _, rd := range runs {
 		c.Runs = append(c.Runs, rd.Run)
 	}
@@ -143,15 +159,25 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 			}
 			md := meta[k]
 			row := CompareRow{Workload: k.w, Metric: k.m, Platform: k.p, Unit: md.Unit,
-				HigherIsBetter: md.HigherIsBetter, Diagnostic: diag(k.w, k.m)}
+				HigherIsBetter: md.HigherIsBetter, Diagnostic: md.Diagnostic || diag(k.w, k.m)}
+			so := o.Stats
+			if md.Quantile > 0 {
+				so.Statistic = stats.TailStatistic
+			}
 			for i := range runs {
 				row.Summaries = append(row.Summaries, stats.Summarize(vals[i][k]))
 				if i == 0 {
 					continue
 				}
-				r := stats.UnpairedRatio(vals[0][k], vals[i][k], o.Stats)
-				v := "n/a"
-				if isFinite(r.Lo) && isFinite(r.Hi) {
+				r := stats.UnpairedRatio(vals[0][k], vals[i][k], so)
+				v := ""
+				switch {
+				case row.Diagnostic:
+				case row.Summaries[0].N < minPairs || row.Summaries[i].N < minPairs:
+					v = fmt.Sprintf("n<%d", minPairs)
+				case !isFinite(r.Lo) || !isFinite(r.Hi):
+					v = "n/a"
+				default:
 					v = r.Verdict(md.HigherIsBetter)
 				}
 				row.Ratios, row.Verdicts = append(row.Ratios, r), append(row.Verdicts, v)
@@ -217,7 +243,8 @@ func label(i int) string {
 // CompareText writes the comparison as text tables, one per workload and
 // metric.
 func CompareText(w io.Writer, c Comparison) error {
-	fmt.Fprintf(w, "comparing %d runs: ratio = the run's mean / run A's mean; 95%% CI by bootstrap over the trials of the two runs, unpaired (rounds of different runs are not paired); ~ = CI includes 1\n", len(c.Runs))
+	fmt.Fprintf(w, "comparing %d runs: ratio = the run's mean / run A's mean; 95%% CI: %s over the trials of the two runs, unpaired (rounds of different runs are not paired); ~ = CI includes 1; no verdict when a run has fewer than %d counted trials (n per run is shown)\n",
+		len(c.Runs), stats.Choose(stats.MeanStatistic, false).Describe(false), c.MinPairs)
 	for i, r := range c.Runs {
 		fmt.Fprintf(w, "  %s  %s  study %s  started %s  status %s  %d trial(s)\n", label(i), r.ID, r.Study, timeText(r.Started), r.Status, r.Trials)
 	}
@@ -235,7 +262,7 @@ func CompareText(w io.Writer, c Comparison) error {
 			dir = "lower is better"
 		}
 		if first.Diagnostic {
-			dir += "; diagnostic, not checked by --fail-if-slower"
+			dir += "; diagnostic: no verdict, not checked by --fail-if-slower"
 		}
 		fmt.Fprintf(w, "\n%s  %s (%s, %s)\n", first.Workload, first.Metric, first.Unit, dir)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -248,7 +275,10 @@ func CompareText(w io.Writer, c Comparison) error {
 			hdr += label(k) + " mean\tn\t"
 		}
 		for k := 1; k < len(c.Runs); k++ {
-			hdr += label(k) + "/A\t95% CI\tverdict\t"
+			hdr += label(k) + "/A\t"
+			if !first.Diagnostic {
+				hdr += "95% CI\tverdict\t"
+			}
 		}
 		fmt.Fprintln(tw, hdr)
 		for _, row := range c.Rows[i:j] {
@@ -258,10 +288,13 @@ func CompareText(w io.Writer, c Comparison) error {
 			}
 			for k, r := range row.Ratios {
 				ci := ""
-				if isFinite(r.Lo) && isFinite(r.Hi) {
+				if isFinite(r.Lo) && isFinite(r.Hi) && (row.Verdicts[k] == "~" || row.Verdicts[k] == "better" || row.Verdicts[k] == "worse") {
 					ci = fmt.Sprintf("[%.3f, %.3f]", r.Lo, r.Hi)
 				}
-				line += fmt.Sprintf("%s\t%s\t%s\t", ratioText(r.Ratio), ci, row.Verdicts[k])
+				line += ratioText(r.Ratio) + "\t"
+				if !row.Diagnostic {
+					line += fmt.Sprintf("%s\t%s\t", ci, row.Verdicts[k])
+				}
 			}
 			fmt.Fprintln(tw, line)
 		}

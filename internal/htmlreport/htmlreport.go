@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -47,6 +48,9 @@ type Input struct {
 	// (the report then has no study settings or platform options).
 	Study  *study.Study
 	Result analysis.Result
+	// RunNotes are the run's stored notes (degraded modes, skipped
+	// platforms).
+	RunNotes []store.RunNote
 }
 
 // Write writes the HTML report of in: one self-contained page that needs no
@@ -75,9 +79,18 @@ type view struct {
 	Settings    []KV
 	Platforms   []platformRow
 	Workloads   []KV
+	// Method describes the interval; MinPairs is the verdict rule.
+	Method   string
+	MinPairs int
+	// RunNotes are the run's degraded modes and skipped platforms;
+	// Disturbed is the CPU account's line.
+	RunNotes  []string
+	Disturbed string
+	// Warnings has one line per kind, AllWarnings every warning.
 	Warnings    []string
-	Noisy       []string // high-CV warnings, listed apart: there can be dozens
+	AllWarnings []string
 	Sections    []section
+	Diagnostics []diagSection
 	Trials      []store.Trial
 	Commands    []commandBlock
 }
@@ -95,9 +108,22 @@ type section struct {
 }
 
 type metricView struct {
-	Table      analysis.Table
-	Chart      Chart
-	Diagnostic bool
+	Table analysis.Table
+	Chart Chart
+}
+
+// diagSection is one workload's diagnostic metrics: a row per platform, a
+// column per metric (its mean).
+type diagSection struct {
+	Workload string
+	Metrics  []KV // name, unit
+	Rows     []diagRow
+}
+
+type diagRow struct {
+	Platform string
+	N        int
+	Means    []string
 }
 
 type commandBlock struct {
@@ -130,77 +156,60 @@ func build(in Input) view {
 			v.Workloads = append(v.Workloads, KV{w.Name + " (" + w.Kind + ")", w.Values.Canonical()})
 		}
 	}
-	for _, w := range Warnings(in.Result, in.Trials) {
-		if isNoiseWarning(w) {
-			v.Noisy = append(v.Noisy, w)
-		} else {
-			v.Warnings = append(v.Warnings, w)
-		}
-	}
+	v.Method = report.MethodText(in.Result)
+	v.MinPairs = in.Result.MinPairs
+	v.RunNotes = report.RunNoteLines(in.RunNotes)
+	v.Disturbed = report.DisturbedLine(in.Result)
+	v.Warnings = in.Result.Warnings.Summary()
+	v.AllWarnings = in.Result.Warnings.Texts()
 	for i, t := range in.Result.Tables {
 		if len(v.Sections) == 0 || v.Sections[len(v.Sections)-1].Workload != t.Workload {
 			v.Sections = append(v.Sections, section{Workload: t.Workload})
 		}
 		s := &v.Sections[len(v.Sections)-1]
-		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline),
-			Diagnostic: IsDiagnosticName(t.Metric)})
+		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)})
 	}
+	v.Diagnostics = diagnostics(in.Result.Diagnostics)
 	v.Commands = commands(in.Trials)
 	return v
 }
 
-// isNoiseWarning tells the analysis's high-CV warnings (stats.CVWarning:
-// "... CV 14.2% > 10%: noisy, ...") from the rest.
-func isNoiseWarning(w string) bool {
-	return strings.Contains(w, ": CV ") && strings.Contains(w, "noisy")
-}
-
-// IsDiagnosticName is the fallback test for a diagnostic metric (one that
-// explains a result rather than being one) when the workload's declaration is
-// not at hand: stored trials do not record it, and the diagnostic metrics of
-// the built-in workloads are CPU shares named *_cpu_pct.
-func IsDiagnosticName(metric string) bool { return strings.HasSuffix(metric, "_cpu_pct") }
-
-// Warnings returns what a reader must know before trusting the numbers: the
-// analysis's warnings (noise, few rounds, failed trials), platforms that were
-// emulated, and trials whose load generator may have been the bottleneck.
-func Warnings(res analysis.Result, trials []store.Trial) []string {
-	out := append([]string{}, res.Warnings...)
-	emulated := map[string]string{}
-	var emulatedOrder []string
-	type wp struct{ w, p string }
-	driver := map[wp][]string{}
-	counted := map[wp]int{}
-	var driverOrder []wp
-	for _, t := range trials {
-		for _, s := range append(append([]string{}, t.Where...), t.Notes...) {
-			if strings.Contains(strings.ToLower(s), "emulated") {
-				if _, ok := emulated[t.Platform]; !ok {
-					emulatedOrder = append(emulatedOrder, t.Platform)
-					emulated[t.Platform] = s
+// diagnostics lays out the diagnostic tables: per workload a row per
+// platform with each metric's mean.
+func diagnostics(tabs []analysis.Table) []diagSection {
+	var out []diagSection
+	for i := 0; i < len(tabs); {
+		j := i
+		for j < len(tabs) && tabs[j].Workload == tabs[i].Workload {
+			j++
+		}
+		d := diagSection{Workload: tabs[i].Workload}
+		var platforms []string
+		n := map[string]int{}
+		mean := map[[2]string]string{}
+		for _, t := range tabs[i:j] {
+			d.Metrics = append(d.Metrics, KV{t.Metric, t.Unit})
+			for _, c := range t.Cells {
+				if _, ok := n[c.Platform]; !ok {
+					platforms = append(platforms, c.Platform)
 				}
+				n[c.Platform] = max(n[c.Platform], c.Summary.N)
+				mean[[2]string{t.Metric, c.Platform}] = num(c.Summary.Mean)
 			}
 		}
-		if t.Warmup || t.Error != "" {
-			continue
-		}
-		k := wp{t.Workload, t.Platform}
-		counted[k]++
-		for _, n := range t.Notes {
-			if strings.Contains(n, "bottleneck") || strings.Contains(n, "saturated") {
-				if driver[k] == nil {
-					driverOrder = append(driverOrder, k)
+		for _, p := range platforms {
+			row := diagRow{Platform: p, N: n[p]}
+			for _, m := range d.Metrics {
+				v, ok := mean[[2]string{m.Key, p}]
+				if !ok {
+					v = "-"
 				}
-				driver[k] = append(driver[k], n)
-				break
+				row.Means = append(row.Means, v)
 			}
+			d.Rows = append(d.Rows, row)
 		}
-	}
-	for _, p := range emulatedOrder {
-		out = append(out, fmt.Sprintf("platform %s ran emulated (no hardware virtualization): its results are not comparable with the others (%s)", p, emulated[p]))
-	}
-	for _, k := range driverOrder {
-		out = append(out, fmt.Sprintf("%s on %s: in %d of %d counted trials: %s", k.w, k.p, len(driver[k]), counted[k], driver[k][len(driver[k])-1]))
+		out = append(out, d)
+		i = j
 	}
 	return out
 }
@@ -342,7 +351,7 @@ func ratioText(v float64) string {
 }
 
 func ciText(c analysis.Cell) string {
-	if c.IsBaseline || !isFinite(c.Ratio.Lo) || !isFinite(c.Ratio.Hi) {
+	if c.IsBaseline || c.NoVerdict != "" || !isFinite(c.Ratio.Lo) || !isFinite(c.Ratio.Hi) {
 		return ""
 	}
 	return fmt.Sprintf("[%.3f, %.3f]", c.Ratio.Lo, c.Ratio.Hi)

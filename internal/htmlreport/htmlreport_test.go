@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func fixtureRun(id runid.ID, scale float64) (store.Run, []store.Trial) {
 			tr.Metrics = []store.Metric{
 				{Name: "ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: ops},
 				{Name: "cpu_us_per_op", Unit: "us", Value: cpu},
-				{Name: "client_cpu_pct", Unit: "%", Value: client},
+				{Name: "client_cpu_pct", Unit: "%", Value: client, Diagnostic: true},
 			}
 		}
 		start = start.Add(3 * time.Second)
@@ -172,33 +173,39 @@ func TestHTMLGolden(t *testing.T) {
 	}
 }
 
-func TestWarnings(t *testing.T) {
-	tests := []struct {
-		name   string
-		trials []store.Trial
-		want   []string
-	}{
-		{"none", []store.Trial{{Workload: "w", Platform: "native", Round: 1}}, nil},
-		{"emulated", []store.Trial{{Workload: "w", Platform: "vm", Round: 1, Where: []string{"QEMU guest (TCG, emulated, not comparable)"}}},
-			[]string{"platform vm ran emulated"}},
-		{"saturated driver, counted only", []store.Trial{
-			{Workload: "w", Platform: "p", Round: 0, Warmup: true, Notes: []string{"server saturated"}},
-			{Workload: "w", Platform: "p", Round: 1, Notes: []string{"server saturated"}},
-			{Workload: "w", Platform: "p", Round: 2}},
-			[]string{"w on p: in 1 of 2 counted trials: server saturated"}},
+// TestHTMLTrust: the HTML report states the verdict rule and n, keeps
+// diagnostics apart without verdicts, lists the run's degraded modes and
+// skipped platforms, and shows one warning line per kind with the full list
+// folded away.
+func TestHTMLTrust(t *testing.T) {
+	in := fixtureInput(t)
+	in.RunNotes = []store.RunNote{{Kind: store.NoteDegraded, Subject: "vm", Text: "user-mode network"}, {Kind: store.NoteSkipped, Subject: "vm-docker", Text: "no KVM"}}
+	var b bytes.Buffer
+	if err := Write(&b, in); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Warnings(analysis.Result{}, tc.trials)
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %q, want %d warning(s)", got, len(tc.want))
-			}
-			for i := range got {
-				if !strings.Contains(got[i], tc.want[i]) {
-					t.Errorf("warning %q lacks %q", got[i], tc.want[i])
-				}
-			}
-		})
+	html := b.String()
+	for _, want := range []string{
+		"below 5 there is no verdict", "n&lt;5", // native-q08 has 4 pairs
+		`id="diagnostics"`, "client_cpu_pct",
+		"degraded: vm: user-mode network", "skipped: vm-docker: no KVM",
+		"one line per kind", "all " + strconv.Itoa(len(in.Result.Warnings)) + " warning(s)",
+		"Student t on the log ratio of means",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	// The diagnostic metric has no chart and no verdict.
+	diag := html[strings.Index(html, `id="diagnostics"`):]
+	diag = diag[:strings.Index(diag, "<h2>Environment")]
+	for _, v := range []string{"better", "worse", `class="verdict-`, "<svg"} {
+		if strings.Contains(diag, v) {
+			t.Errorf("diagnostics section contains %q", v)
+		}
+	}
+	if strings.Contains(html[:strings.Index(html, `id="diagnostics"`)], "client_cpu_pct") {
+		t.Error("the diagnostic metric appears among the results")
 	}
 }
 

@@ -185,6 +185,29 @@ type CPUReporter interface {
 	CPUTime(ctx context.Context) (time.Duration, error)
 }
 
+// CPUDescriber is implemented by CPUReporters that say what their CPU time
+// counts, for the record: "cgroup v1 cpuacct nearnative/RUN/NAME", "the
+// whole guest: the qemu process on the host".
+type CPUDescriber interface {
+	CPUSource() string
+}
+
+// OverheadReporter is implemented by servers whose platform runs helper
+// processes on the host on their behalf (Docker's userland proxy for a
+// published port): OverheadCPUTime is those processes' CPU time so far, which
+// belongs to the run's own CPU rather than to the rest of the machine.
+type OverheadReporter interface {
+	OverheadCPUTime(ctx context.Context) (time.Duration, error)
+}
+
+// Degrader is implemented by platforms that can run in a degraded or
+// fallback mode (a VM emulated without KVM, on a user-mode network; native
+// servers without a cgroup). Degradations lists the modes in effect so far,
+// each one sentence; the run stores them and every report shows them.
+type Degrader interface {
+	Degradations() []string
+}
+
 // Options are the resource settings a platform variant applies to its servers.
 type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"
@@ -398,21 +421,43 @@ func AssignPorts(spec Spec, host string) (map[string]int, error) {
 
 // WaitTCP dials addr until it accepts a connection or ctx/timeout ends.
 func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var d net.Dialer
-	var last error
-	for {
+	err := WaitReady(ctx, timeout, 20*time.Millisecond, func(ctx context.Context) error {
+		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not accept connections: %w", addr, err)
+	}
+	return nil
+}
+
+// WaitReady is the one readiness loop every server check uses: it calls
+// probe every interval until it succeeds, or until timeout passes or ctx
+// ends, and then returns "not ready within TIMEOUT: " and probe's last
+// error (a probe cut short by the end of the wait does not replace the
+// error before it). Each probe gets a context that ends with the wait. What
+// counts as ready is probe's business: a TCP connect (WaitTCP), a Redis
+// PING (redisproto.WaitReady), a connection the server keeps open (tcp-rr).
+func WaitReady(ctx context.Context, timeout, interval time.Duration, probe func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		err := probe(ctx)
+		if err == nil {
 			return nil
 		}
-		last = err
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not accept connections within %v: %w", addr, timeout, last)
-		case <-time.After(20 * time.Millisecond):
+			return fmt.Errorf("not ready within %v: %w", timeout, last)
+		case <-time.After(interval):
 		}
 	}
 }

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"reflect"
@@ -395,5 +396,36 @@ func TestWaitTCPCancelled(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("WaitTCP with a cancelled context took %v", d)
+	}
+}
+
+// TestWaitReady: the readiness loop retries until the probe succeeds, and on
+// timeout reports the last error the probe gave before the deadline.
+func TestWaitReady(t *testing.T) {
+	tries := 0
+	err := WaitReady(context.Background(), time.Second, time.Millisecond, func(context.Context) error {
+		if tries++; tries < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || tries != 3 {
+		t.Errorf("WaitReady = %v after %d tries, want nil after 3", err, tries)
+	}
+	err = WaitReady(context.Background(), 50*time.Millisecond, time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err() // cut short by the deadline: not the error to report
+		case <-time.After(10 * time.Millisecond):
+			return errors.New("connection closed by the peer")
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "not ready within 50ms: connection closed by the peer") {
+		t.Errorf("WaitReady = %v, want the last probe error before the deadline", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WaitReady(ctx, time.Minute, time.Millisecond, func(ctx context.Context) error { return ctx.Err() }); err == nil {
+		t.Error("WaitReady with a cancelled context succeeded")
 	}
 }

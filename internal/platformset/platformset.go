@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strings"
 
 	"github.com/docker/docker/client"
@@ -28,13 +31,34 @@ type Engine struct {
 	try bool
 }
 
-// Get returns the connected engine, connecting on the first call.
+// Get returns the connected engine, connecting on the first call. A
+// DOCKER_HOST that names another machine is refused: the load generators
+// run here and reach servers at addresses of this machine.
 func (e *Engine) Get(ctx context.Context) (*docker.Engine, error) {
 	if !e.try {
 		e.try = true
-		e.eng, e.err = docker.Connect(ctx)
+		if e.err = CheckDockerHost(os.Getenv("DOCKER_HOST")); e.err == nil {
+			e.eng, e.err = docker.Connect(ctx)
+		}
 	}
 	return e.eng, e.err
+}
+
+// CheckDockerHost returns an unavailable-platform error when host (the value
+// of DOCKER_HOST) names an engine on another machine: every client and
+// measurement of nearnative assumes the servers run on this one. A unix
+// socket, or TCP to a loopback address, is this machine.
+func CheckDockerHost(host string) error {
+	if host == "" || strings.HasPrefix(host, "unix://") {
+		return nil
+	}
+	if u, err := url.Parse(host); err == nil && u.Scheme == "tcp" {
+		h := u.Hostname()
+		if ip := net.ParseIP(h); h == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+	}
+	return platform.Unavailablef("DOCKER_HOST=%s names a Docker engine that may be on another machine; nearnative drives and measures servers on this machine only: unset DOCKER_HOST (or point it at unix:///var/run/docker.sock)", host)
 }
 
 // Close closes the connection if one was made.
@@ -50,9 +74,12 @@ func (e *Engine) Close() error {
 type Opener struct {
 	Dir state.Dir
 	// SkipUnavailable drops platforms that cannot run here instead of
-	// failing; Skipped then lists them with the reason.
+	// failing; Skipped then maps each to the reason.
 	SkipUnavailable bool
-	Skipped         []string
+	Skipped         map[string]string
+	// NoImage, when set, is why the workload image cannot be used: every
+	// platform that runs it (containers and VMs) is then unavailable.
+	NoImage error
 }
 
 // Unavailable is the error when platforms cannot run here.
@@ -81,8 +108,15 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 	eng := &Engine{}
 	closers = append(closers, eng.Close)
 	var unavailable []string
+	skipped := map[string]string{}
 	for _, sp := range ps {
-		p, err := Build(ctx, sp, env, o.Dir, eng)
+		var p platform.Platform
+		var err error
+		if o.NoImage != nil && sp.Base != platform.Native {
+			err = platform.Unavailablef("%v", o.NoImage)
+		} else {
+			p, err = Build(ctx, sp, env, o.Dir, eng)
+		}
 		if err == nil {
 			if c, ok := p.(platform.Checker); ok {
 				err = c.Check(ctx)
@@ -95,6 +129,7 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 				return nil, nil, fmt.Errorf("platform %s: %w", sp.Name, err)
 			}
 			unavailable = append(unavailable, fmt.Sprintf("%s: %v", sp.Name, err))
+			skipped[sp.Name] = err.Error()
 			continue
 		}
 		if c, ok := p.(platform.Closer); ok {
@@ -107,7 +142,7 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 			closeAll()
 			return nil, nil, &Unavailable{Reasons: unavailable}
 		}
-		o.Skipped = unavailable
+		o.Skipped = skipped
 	}
 	return out, closeAll, nil
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
 )
 
 // Ping sends PING to addr and expects +PONG.
@@ -40,20 +42,13 @@ func Ping(ctx context.Context, addr string) error {
 // WaitReady pings addr until it answers or timeout passes. A loading Redis
 // answers -LOADING, a proxy may accept and close: both are retried.
 func WaitReady(ctx context.Context, addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		last = Ping(pctx, addr)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis at %s not ready within %v: %w", addr, timeout, last)
-		case <-time.After(25 * time.Millisecond):
-		}
+	err := platform.WaitReady(ctx, timeout, 25*time.Millisecond, func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return Ping(pctx, addr)
+	})
+	if err != nil {
+		return fmt.Errorf("redis at %s: %w", addr, err)
 	}
+	return nil
 }

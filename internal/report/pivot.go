@@ -43,7 +43,7 @@ func Pivot(w io.Writer, res analysis.Result) error {
 			continue
 		}
 		if !wrote {
-			fmt.Fprintf(w, "\nsummary by workload: mean, then ratio to %s (+ better, - worse, ~ no difference shown)\n", res.Baseline)
+			fmt.Fprintf(w, "\nsummary by workload: mean, then ratio to %s (+ better, - worse, ~ no difference shown, ? no verdict)\n", res.Baseline)
 			wrote = true
 		}
 		d := "higher is better"

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// fixture is a small run: native and docker-nat, three counted rounds and a
-// warm-up, two metrics, one failed trial.
+// fixture is a small run: native, docker-nat and an emulated vm; redis-set
+// with five counted rounds and a warm-up, redis-get with three (too few
+// pairs for a verdict), a p99 that one platform measured from too few
+// requests, the CPU shares as diagnostics, one failed trial, a degraded
+// mode and a skipped platform.
 func fixture() (Header, analysis.Result) {
 	run := store.Run{ID: "20261121-120000-abcd", Study: "redis", Seed: 42, Baseline: "native", Status: "done",
 		Env: json.RawMessage(`{"kernel":"6.1.0","cpus":2}`)}
@@ -30,20 +34,27 @@ func fixture() (Header, analysis.Result) {
 			t.Where = []string{"guest 10.213.0.2, emulated (TCG), not comparable"}
 		}
 		if errText == "" {
+			samples := int64(200000)
+			if p == "docker-nat" && workload == "redis-set" {
+				samples = 800 // too few behind a p99
+			}
 			t.Metrics = []store.Metric{
 				{Name: "ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: ops},
 				{Name: "cpu_us_per_op", Unit: "us", HigherIsBetter: false, Value: cpu},
+				{Name: "latency_p99_ms", Unit: "ms", Value: 1e6 / ops, Quantile: 0.99, Samples: samples},
+				{Name: "server_cpu_pct", Unit: "% of a core", Value: cpu * 3, Diagnostic: true},
+				{Name: "outside_cpu_pct", Unit: "% of a core", Value: float64(round%4) * 2, Diagnostic: true},
 			}
 		}
 		trials = append(trials, t)
 	}
 	add(0, true, "native", 1, 1, "")
 	add(0, true, "docker-nat", 1, 1, "")
-	for r, v := range []float64{50000, 52000, 51000} {
+	for r, v := range []float64{50000, 52000, 51000, 50500, 51500} {
 		add(r+1, false, "native", v, 20+float64(r)*0.1, "")
-		add(r+1, false, "docker-nat", v*0.8, (20+float64(r)*0.1)*1.25, "")
+		add(r+1, false, "docker-nat", v*0.8*(1+0.01*float64(r%2)), (20+float64(r)*0.1)*1.25, "")
 	}
-	add(4, false, "docker-nat", 0, 0, "redis-benchmark failed")
+	add(6, false, "docker-nat", 0, 0, "redis-benchmark failed")
 	// A second workload and an emulated VM: the pivot view and the marks.
 	workload = "redis-get"
 	noise := []float64{1, 1.03, 0.98}
@@ -54,7 +65,11 @@ func fixture() (Header, analysis.Result) {
 	}
 	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat", "vm"}, Workloads: []string{"redis-set", "redis-get"},
 		Stats: stats.Options{Seed: 1}})
-	return Header{Run: run, StopReason: "rounds done"}, res
+	notes := []store.RunNote{
+		{Kind: store.NoteDegraded, Subject: "vm", Text: "emulated (TCG), not comparable: KVM unavailable"},
+		{Kind: store.NoteSkipped, Subject: "vm-docker", Text: "no KVM and no time"},
+	}
+	return Header{Run: run, StopReason: "rounds done", RunNotes: notes}, res
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -100,12 +115,55 @@ func TestJSONGolden(t *testing.T) {
 		}
 	}
 	row := doc["results"].([]any)[1].(map[string]any)
-	for _, k := range []string{"platform", "workload", "metric", "unit", "higher_is_better", "n", "mean", "median", "min", "max", "cv", "ratio", "ratio_ci_low", "ratio_ci_high", "significant"} {
+	for _, k := range []string{"platform", "workload", "metric", "unit", "higher_is_better", "n", "pairs", "mean", "median", "min", "max", "cv", "ratio", "ratio_ci_low", "ratio_ci_high", "interval_method", "significant"} {
 		if _, ok := row[k]; !ok {
 			t.Errorf("JSON row lacks %q", k)
 		}
 	}
-	if row["platform"] != "docker-nat" || row["significant"] != true {
-		t.Errorf("docker-nat at 0.8x over 3 rounds should be significant: %v", row)
+	if row["platform"] != "docker-nat" || row["significant"] != true || row["pairs"] != 5.0 || row["verdict"] != "worse" {
+		t.Errorf("docker-nat at 0.8x over 5 rounds should be significant: %v", row)
+	}
+	// Every result and diagnostic row says how many pairs stand behind it;
+	// no row below the minimum has a verdict, an interval or significance.
+	for _, key := range []string{"results", "diagnostics"} {
+		for _, r := range doc[key].([]any) {
+			row := r.(map[string]any)
+			pairs, ok := row["pairs"].(float64)
+			if !ok {
+				t.Errorf("%s row without pairs: %v", key, row)
+				continue
+			}
+			if row["verdict"] == "baseline" {
+				continue
+			}
+			switch {
+			case key == "diagnostics":
+				if row["verdict"] != "" || row["ratio_ci_low"] != nil || row["significant"] != false {
+					t.Errorf("diagnostic row with a verdict or interval: %v", row)
+				}
+			case pairs < 5:
+				if row["verdict"] != "n<5" || row["ratio_ci_low"] != nil || row["significant"] != false || row["no_verdict"] != "n<5" {
+					t.Errorf("row with %v pairs: %v", pairs, row)
+				}
+			}
+		}
+	}
+	for _, k := range []string{"degraded", "skipped", "warnings", "all_warnings", "min_pairs", "disturbed_trials", "counted_trials"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+}
+
+// TestWarningsList: `show --warnings` lists every warning.
+func TestWarningsList(t *testing.T) {
+	_, res := fixture()
+	var b bytes.Buffer
+	if err := Warnings(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != len(res.Warnings) || len(res.Warnings) <= len(res.Warnings.Summary()) {
+		t.Errorf("%d lines for %d warnings (%d kinds):\n%s", len(lines), len(res.Warnings), len(res.Warnings.Summary()), b.String())
 	}
 }

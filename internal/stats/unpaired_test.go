@@ -24,7 +24,7 @@ func TestUnpairedRatioEdgeCases(t *testing.T) {
 		{"zero base mean", []float64{0, 0, 0}, []float64{1, 2, 3}, 3, nan, false, false},
 		{"NaN and Inf dropped", []float64{10, nan, 10, 10}, []float64{math.Inf(1), 11, 11, 11}, 3, 1.1, true, true},
 		{"constant, different sizes", []float64{100, 100, 100, 100}, []float64{110, 110, 110}, 3, 1.1, true, true},
-		{"two each: percentile", []float64{10, 11}, []float64{10, 11}, 2, 1, true, false},
+		{"two each", []float64{10, 11}, []float64{10, 11}, 2, 1, true, false},
 		{"zero value: percentile", []float64{0, 10, 11, 12}, []float64{5, 10, 11, 12}, 4, 38.0 / 33.0, true, false},
 	}
 	for _, tc := range tests {
@@ -60,9 +60,12 @@ func lognormal(rng *rand.Rand, n int, m, cv float64) []float64 {
 	return out
 }
 
-// TestUnpairedRatioLargeSample checks the interval against normal theory: with
-// 400 trials a side the bootstrap-t interval must agree with
-// exp(θ ± 1.96·se) to within 1%.
+// TestUnpairedRatioLargeSample checks every method of the ratio of means
+// against normal theory: with 400 trials a side each interval must agree
+// with exp(θ ± 1.96·se) to within 1%. Log-t is left out: it estimates the
+// ratio of geometric means, which differs from the ratio of means by about
+// (CV_x²-CV_b²)/2 when the two samples' noise differs (about 2% here,
+// which is why it is not the default).
 func TestUnpairedRatioLargeSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, tc := range []struct {
@@ -76,14 +79,20 @@ func TestUnpairedRatioLargeSample(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := lognormal(rng, 400, 100, tc.cvB)
 			x := lognormal(rng, 400, 100*tc.trueRatio, tc.cvX)
-			r := UnpairedRatio(b, x, Options{Seed: 3, Resamples: 4000})
 			mb, vb := stat.MeanVariance(b, nil)
 			mx, vx := stat.MeanVariance(x, nil)
 			se := math.Sqrt(vb/(400*mb*mb) + vx/(400*mx*mx))
 			theta := math.Log(mx / mb)
 			wantLo, wantHi := math.Exp(theta-1.96*se), math.Exp(theta+1.96*se)
-			if !eq(r.Lo, wantLo, 0.01*wantLo) || !eq(r.Hi, wantHi, 0.01*wantHi) {
-				t.Errorf("CI [%.4f, %.4f], normal theory [%.4f, %.4f]", r.Lo, r.Hi, wantLo, wantHi)
+			var r Ratio
+			for _, m := range Methods() {
+				if m == LogT {
+					continue
+				}
+				r = UnpairedRatio(b, x, Options{Seed: 3, Resamples: 4000, Method: m})
+				if !eq(r.Lo, wantLo, 0.01*wantLo) || !eq(r.Hi, wantHi, 0.01*wantHi) {
+					t.Errorf("%v: CI [%.4f, %.4f], normal theory [%.4f, %.4f]", m, r.Lo, r.Hi, wantLo, wantHi)
+				}
 			}
 			if !eq(r.Ratio, tc.trueRatio, 4*se*tc.trueRatio) {
 				t.Errorf("ratio %.4f is more than 4 standard errors from the true %v", r.Ratio, tc.trueRatio)
@@ -128,22 +137,23 @@ func TestUnpairedRatioInvariance(t *testing.T) {
 	}
 }
 
-// TestUnpairedRatioCoverage: in simulated A/A comparisons (true ratio 1, 8
-// trials a side, CV 8%) the 95% interval covers 1 in 92-98% of repetitions.
+// TestUnpairedRatioCoverage: in simulated A/A comparisons (true ratio 1, 5
+// trials a side, CV 8%) the default 95% interval covers 1 in 93.5-96.5% of
+// 4000 repetitions.
 func TestUnpairedRatioCoverage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation")
 	}
 	rng := rand.New(rand.NewPCG(11, 13))
-	const reps = 600
+	const reps = 4000
 	covered := 0
-	for i := range reps {
-		r := UnpairedRatio(lognormal(rng, 8, 100, 0.08), lognormal(rng, 8, 100, 0.08), Options{Seed: uint64(i), Resamples: 1000})
+	for range reps {
+		r := UnpairedRatio(lognormal(rng, 5, 100, 0.08), lognormal(rng, 5, 100, 0.08), Options{})
 		if !r.Significant {
 			covered++
 		}
 	}
-	if c := float64(covered) / reps; c < 0.92 || c > 0.98 {
-		t.Errorf("coverage %.3f, want 0.92-0.98", c)
+	if c := float64(covered) / reps; c < 0.935 || c > 0.965 {
+		t.Errorf("coverage %.3f, want 0.935-0.965", c)
 	}
 }

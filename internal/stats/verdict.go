@@ -7,10 +7,12 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-// MinReliableRounds is the fewest paired rounds for which PairedRatio's
-// interval has close to its nominal coverage (measured: ~0.80 at 3 rounds,
-// ~0.945 at 5).
-const MinReliableRounds = 5
+// DefaultMinPairs is the fewest pairs (paired rounds; for an unpaired
+// comparison, trials a side) a verdict may rest on unless a study says
+// otherwise. Below 5 the simulation benchmark (BENCH.md) found no interval
+// method that keeps 95% coverage without becoming uselessly wide, and a
+// handful of rounds says little about a machine's drift and outliers.
+const DefaultMinPairs = 5
 
 // HighCV is the coefficient of variation above which a platform's results are
 // called noisy.
@@ -63,4 +65,21 @@ func RoundsFor(cv, halfWidthPct float64) int {
 		return math.MaxInt32
 	}
 	return int(n)
+}
+
+// MinTailBeyond is how many observations a trial must have beyond a
+// q-quantile for that quantile to support a verdict: n·(1-q) >= 10, i.e. at
+// least 1000 requests behind a p99 and 10000 behind a p99.9. With fewer, the
+// "p99" is one of the few largest values: its sampling error grows (about
+// 1/sqrt(n(1-q)) of the tail's spread, 32% at 10) and it says more about a
+// single stall than about the tail. See MinTailSamples.
+const MinTailBeyond = 10
+
+// MinTailSamples returns the fewest observations per trial behind a
+// q-quantile (0 < q < 1) that supports a verdict: ceil(MinTailBeyond/(1-q)).
+func MinTailSamples(q float64) int64 {
+	if !(q > 0 && q < 1) {
+		return 0
+	}
+	return int64(math.Ceil(MinTailBeyond/(1-q) - 1e-9))
 }

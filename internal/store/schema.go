@@ -109,6 +109,21 @@ var migrations = [][]string{
 		)`,
 		`CREATE INDEX metrics_name ON metrics (name)`,
 	},
+	{ // 2: what a metric is (diagnostic, a percentile and the samples behind
+		// it), and the run's notes: degraded modes and skipped platforms.
+		`ALTER TABLE metrics ADD COLUMN diagnostic BOOLEAN NOT NULL DEFAULT FALSE`,
+		`ALTER TABLE metrics ADD COLUMN quantile DOUBLE PRECISION NOT NULL DEFAULT 0`,
+		`ALTER TABLE metrics ADD COLUMN samples BIGINT NOT NULL DEFAULT 0`,
+		`CREATE TABLE run_notes (
+			run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+			seq INTEGER NOT NULL,
+			kind TEXT NOT NULL,
+			subject TEXT NOT NULL,
+			text TEXT NOT NULL,
+			PRIMARY KEY (run_id, seq),
+			UNIQUE (run_id, kind, subject, text)
+		)`,
+	},
 }
 
 // schemaVersion is the schema version this package writes.

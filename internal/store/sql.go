@@ -143,14 +143,15 @@ func (s *sqlStore) AddTrial(ctx context.Context, t Trial) (err error) {
 		}
 		return fmt.Errorf("storing trial: %w", err)
 	}
-	insertMetric := s.q(`INSERT INTO metrics (trial_id, seq, name, unit, higher_is_better, value)
-		VALUES (?, ?, ?, ?, ?, ?)`)
+	insertMetric := s.q(`INSERT INTO metrics (trial_id, seq, name, unit, higher_is_better, value,
+		diagnostic, quantile, samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	for i, m := range t.Metrics {
 		var value any = m.Value
 		if math.IsNaN(m.Value) {
 			value = nil // SQLite cannot store NaN; both databases keep it as NULL
 		}
-		if _, err = tx.ExecContext(ctx, insertMetric, trialID, i, m.Name, m.Unit, m.HigherIsBetter, value); err != nil {
+		if _, err = tx.ExecContext(ctx, insertMetric, trialID, i, m.Name, m.Unit, m.HigherIsBetter, value,
+			m.Diagnostic, m.Quantile, m.Samples); err != nil {
 			return fmt.Errorf("storing metric %s of trial: %w", m.Name, err)
 		}
 	}
@@ -173,6 +174,9 @@ func checkTrial(t Trial) error {
 	}
 	seen := make(map[string]bool, len(t.Metrics))
 	for _, m := range t.Metrics {
+		if !(m.Quantile >= 0 && m.Quantile < 1) || m.Samples < 0 {
+			return fmt.Errorf("cannot store trial of %s on %s: metric %s: quantile %v or samples %d out of range", t.Workload, t.Platform, m.Name, m.Quantile, m.Samples)
+		}
 		if m.Name == "" {
 			return fmt.Errorf("cannot store trial of %s on %s: a metric has no name", t.Workload, t.Platform)
 		}
@@ -334,7 +338,8 @@ func (s *sqlStore) queryTrials(ctx context.Context, id runid.ID) (trials []Trial
 
 // queryMetrics fills in the metrics of trials.
 func (s *sqlStore) queryMetrics(ctx context.Context, id runid.ID, trials []Trial, byID map[int64]int) error {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT m.trial_id, m.name, m.unit, m.higher_is_better, m.value
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT m.trial_id, m.name, m.unit, m.higher_is_better, m.value,
+		m.diagnostic, m.quantile, m.samples
 		FROM metrics m JOIN trials t ON t.id = m.trial_id
 		WHERE t.run_id = ? ORDER BY m.trial_id, m.seq`), string(id))
 	if err != nil {
@@ -347,7 +352,7 @@ func (s *sqlStore) queryMetrics(ctx context.Context, id runid.ID, trials []Trial
 			m       Metric
 			value   sql.NullFloat64
 		)
-		if err := rows.Scan(&trialID, &m.Name, &m.Unit, &m.HigherIsBetter, &value); err != nil {
+		if err := rows.Scan(&trialID, &m.Name, &m.Unit, &m.HigherIsBetter, &value, &m.Diagnostic, &m.Quantile, &m.Samples); err != nil {
 			return fmt.Errorf("reading metrics of run %s: %w", id, err)
 		}
 		m.Value = math.NaN()

@@ -155,3 +155,51 @@ func crashChild(path string) {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // wait for the signal
 }
+
+// TestSQLiteMigratesVersion1 opens a database written by a nearnative whose
+// schema was version 1 (no metric attributes, no run notes): its trials read
+// back with the new attributes zero, and notes can be added.
+func TestSQLiteMigratesVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	s := open(t, path)
+	db := s.(*sqlStore).db
+	// Rebuild the file at version 1.
+	for _, stmt := range []string{`DROP TABLE run_notes`, `DROP TABLE metrics`, `DROP TABLE trials`, `DROP TABLE runs`, `DELETE FROM schema_version`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stmt := range migrations[0] {
+		if _, err := db.ExecContext(ctx, sqliteDialect.types.Replace(stmt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := runid.ID("20260101-120000-0001")
+	if _, err := db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO runs (id, study, seed, baseline, status, stop_reason, started, version)
+		VALUES (?, 's', 1, 'native', 'done', '', '2026-01-01T12:00:00.000000000Z', 'v')`, string(id)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO trials (id, run_id, round, idx, warmup, workload, platform, duration_ns, error, commands_json, where_json, notes_json, raw_dir)
+		VALUES (7, ?, 0, 0, 0, 'w', 'native', 1, '', '[]', '[]', '[]', '')`, string(id)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO metrics (trial_id, seq, name, unit, higher_is_better, value) VALUES (7, 0, 'ops', 'ops/s', 1, 5)`); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, path)
+	trials, err := s2.Trials(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Metric{Name: "ops", Unit: "ops/s", HigherIsBetter: true, Value: 5}
+	if len(trials) != 1 || len(trials[0].Metrics) != 1 || trials[0].Metrics[0] != want {
+		t.Fatalf("trials after migration: %+v, want one with metric %+v", trials, want)
+	}
+	if err := s2.AddRunNote(ctx, id, RunNote{Kind: NoteWarning, Text: "x"}); err != nil {
+		t.Errorf("AddRunNote after migration: %v", err)
+	}
+}

@@ -57,6 +57,35 @@ type Metric struct {
 	Unit           string
 	HigherIsBetter bool
 	Value          float64 // NaN is stored and returned as NaN
+	// Diagnostic marks a metric that explains a result (CPU shares, steal)
+	// rather than being one: reports show it without a verdict.
+	Diagnostic bool
+	// Quantile is q when the value is a q-quantile of per-request
+	// observations (0.99 for a p99), else 0.
+	Quantile float64
+	// Samples is the number of observations behind the value (the requests
+	// a latency was computed from); 0 when unknown or not applicable.
+	Samples int64
+}
+
+// Kinds of run notes.
+const (
+	// NoteDegraded is a fallback or degraded mode a platform ran in (a VM
+	// under TCG, a user-mode network, no CPU cgroup).
+	NoteDegraded = "degraded"
+	// NoteSkipped is a platform of the study that did not run, with why.
+	NoteSkipped = "skipped"
+	// NoteWarning is any other condition of the run a reader must know (an
+	// environment fact that could not be captured).
+	NoteWarning = "warning"
+)
+
+// RunNote is something about a run as a whole that its tables must say: a
+// degraded mode, a skipped platform. Notes are stored once each.
+type RunNote struct {
+	Kind    string // NoteDegraded, NoteSkipped or NoteWarning
+	Subject string // the platform it concerns, or "" for the run
+	Text    string
 }
 
 // Trial is one measurement of one workload on one platform within a run.
@@ -105,6 +134,12 @@ type Store interface {
 	// Trials returns a run's trials ordered by round and index; an unknown
 	// run fails with ErrNoRun.
 	Trials(ctx context.Context, id runid.ID) ([]Trial, error)
+	// AddRunNote stores a note about run id; a note equal to a stored one
+	// (same kind, subject and text) is not stored again. An unknown run
+	// fails with ErrNoRun.
+	AddRunNote(ctx context.Context, id runid.ID, n RunNote) error
+	// RunNotes returns a run's notes in the order they were added.
+	RunNotes(ctx context.Context, id runid.ID) ([]RunNote, error)
 	// Close releases the database.
 	Close() error
 }

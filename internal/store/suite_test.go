@@ -30,6 +30,7 @@ func testSuite(t *testing.T, newDSN func(t *testing.T) string) {
 		{"InvalidInput", testInvalidInput},
 		{"CrashThenReopen", testCrashReopen},
 		{"SchemaTooNew", testSchemaTooNew},
+		{"RunNotes", testRunNotes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDSN) })
@@ -138,7 +139,8 @@ func testRoundTrip(t *testing.T, newDSN func(t *testing.T) string) {
 			Duration: 1500*time.Millisecond + time.Nanosecond,
 			Metrics: []Metric{
 				{Name: "throughput", Unit: "ops/s", HigherIsBetter: true, Value: 123456.789},
-				{Name: "p99", Unit: "ms", Value: 0.25},
+				{Name: "p99", Unit: "ms", Value: 0.25, Quantile: 0.99, Samples: 123456},
+				{Name: "server_cpu_pct", Unit: "%", Value: 42, Diagnostic: true},
 				{Name: "nan", Unit: "x", Value: math.NaN()},
 				{Name: "inf", HigherIsBetter: true, Value: math.Inf(1)},
 				{Name: "tiny", Value: -1e-300},
@@ -514,5 +516,49 @@ func testSchemaTooNew(t *testing.T, newDSN func(t *testing.T) string) {
 	}
 	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "upgrade nearnative") {
 		t.Errorf("Open of a newer schema: %v, want ErrSchemaTooNew telling to upgrade", err)
+	}
+}
+
+func testRunNotes(t *testing.T, newDSN func(t *testing.T) string) {
+	ctx := context.Background()
+	s := open(t, newDSN(t))
+	id := runid.ID("20260315-101112-abcd")
+	other := runid.ID("20260315-101113-abcd")
+	mustCreate(t, s, simpleRun(string(id), time.Now()), simpleRun(string(other), time.Now()))
+	notes := []RunNote{
+		{Kind: NoteDegraded, Subject: "vm", Text: "emulated (TCG)"},
+		{Kind: NoteSkipped, Subject: "vm-docker", Text: "no KVM"},
+		{Kind: NoteDegraded, Subject: "vm", Text: "emulated (TCG)"}, // again: stored once
+		{Kind: NoteWarning, Text: "environment: no /proc/cpuinfo"},
+	}
+	for _, n := range notes {
+		if err := s.AddRunNote(ctx, id, n); err != nil {
+			t.Fatalf("AddRunNote(%+v): %v", n, err)
+		}
+	}
+	if err := s.AddRunNote(ctx, other, notes[0]); err != nil {
+		t.Fatalf("the same note for another run: %v", err)
+	}
+	got, err := s.RunNotes(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RunNote{notes[0], notes[1], notes[3]}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("RunNotes = %+v, want %+v", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		id   runid.ID
+		n    RunNote
+		want string
+	}{
+		{"unknown kind", id, RunNote{Kind: "odd", Text: "x"}, "unknown kind"},
+		{"no text", id, RunNote{Kind: NoteWarning}, "no text"},
+		{"unknown run", "20990101-000000-0000", RunNote{Kind: NoteWarning, Text: "x"}, "no run matches"},
+	} {
+		if err := s.AddRunNote(ctx, tc.id, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: AddRunNote error %v, want one containing %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 // Keys accepted in each part of a study file, in documentation order.
 var (
-	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
+	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "min_pairs", "outside_cpu_max", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
 	platformKeys = []string{"name", "base", "options"}
-	optionKeys   = []string{"cpus", "cpuset", "memory"}
+	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory"}
 	workloadKeys = []string{"workload", "name", "params"}
 	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads"}
 )
@@ -91,6 +91,10 @@ func (d *decoder) studyField(s *Study, key string, k, v *yaml.Node) error {
 		s.Order, err = d.str(key, k, v)
 	case "seed":
 		s.Seed, err = d.int64(key, k, v)
+	case "min_pairs":
+		s.MinPairs, err = d.integer(key, k, v)
+	case "outside_cpu_max":
+		s.OutsideCPUMax, err = d.number(key, k, v)
 	case "until_ci":
 		s.UntilCI, err = d.number(key, k, v)
 	case "until_ci_metrics":
@@ -176,6 +180,10 @@ func (d *decoder) options(p *Platform, where string, k, v *yaml.Node) error {
 			p.Options.CPUSet, err = d.str(where+"."+key, k, v)
 		case "memory":
 			p.Options.Memory, err = d.str(where+"."+key, k, v)
+		case "vcpus":
+			p.Options.VCPUs, err = d.integer(where+"."+key, k, v)
+		case "vm_memory":
+			p.Options.VMMemory, err = d.str(where+"."+key, k, v)
 		}
 		return err
 	})

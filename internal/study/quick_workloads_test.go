@@ -15,7 +15,7 @@ workloads:
   - {workload: sleep, name: a}
   - {workload: sleep, name: b}
   - {workload: sleep, name: c}
-quick: {rounds: 3, workloads: [c, a]}
+quick: {rounds: 5, workloads: [c, a]}
 `
 	tests := []struct {
 		quick bool

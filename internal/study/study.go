@@ -13,12 +13,15 @@
 //	trial: 20s                   # trial (load) length
 //	order: random                # random: a fresh shuffle each round; fixed: as listed
 //	seed: 0                      # 0: chosen at run time and recorded
+//	min_pairs: 5                 # no verdict from fewer pairs (2..rounds)
+//	outside_cpu_max: 5           # % of a core other processes may use before a trial counts as disturbed
 //	until_ci: 0                  # percent; > 0: add rounds until every CI half-width <= this
 //	max_rounds: 40               # cap for until_ci
 //	max_time: 1h                 # cap for until_ci
 //	platforms:
 //	  - native
 //	  - {name: native-q08, base: native, options: {cpus: 0.8, cpuset: "0", memory: 512m}}
+//	  - {name: vm-4, base: vm, options: {vcpus: 4, vm_memory: 4g}}
 //	workloads:
 //	  - workload: redis
 //	    name: redis-set
@@ -41,6 +44,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/studies"
 )
@@ -62,6 +66,10 @@ const (
 	DefaultOrder     = OrderRandom
 	DefaultMaxRounds = 40
 	DefaultMaxTime   = time.Hour
+	// DefaultMinPairs and DefaultOutsideCPUMax are the verdict rule's and
+	// the CPU account's defaults.
+	DefaultMinPairs      = stats.DefaultMinPairs
+	DefaultOutsideCPUMax = workload.DefaultOutsideCPUMax
 )
 
 // MinRounds is the fewest counted rounds a study may have: a spread needs two.
@@ -131,6 +139,13 @@ type Study struct {
 	Order string
 	// Seed drives the random order; 0 means Apply chooses one.
 	Seed int64
+	// MinPairs is the fewest pairs a verdict may rest on: no cell of fewer
+	// counted pairs gets one, and --until-ci never stops below it.
+	MinPairs int
+	// OutsideCPUMax is the CPU (percent of one core) processes outside the
+	// run may use during a trial's load before the trial is marked
+	// disturbed.
+	OutsideCPUMax float64
 	// UntilCI, when > 0, asks for rounds to be added until every ratio's 95%
 	// confidence-interval half-width is at most this many percent, capped by
 	// MaxRounds and MaxTime.
@@ -164,6 +179,9 @@ func New(name string) *Study {
 		Order:     DefaultOrder,
 		MaxRounds: DefaultMaxRounds,
 		MaxTime:   DefaultMaxTime,
+		MinPairs:  DefaultMinPairs,
+
+		OutsideCPUMax: DefaultOutsideCPUMax,
 	}
 }
 

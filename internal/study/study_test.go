@@ -120,7 +120,7 @@ func TestBuiltinContents(t *testing.T) {
 			},
 			workloads: []string{"redis-set op=set", "redis-get op=get"},
 			rounds:    5, trial: 20 * time.Second,
-			quick: Quick{Rounds: 5, Warmup: ptr(1), Trial: 2 * time.Second},
+			quick: Quick{Rounds: 5, Warmup: ptr(1), Trial: 1500 * time.Millisecond},
 		},
 		{
 			name:      "aa",
@@ -208,7 +208,7 @@ workloads:
     name: redis-set
     params: {op: set, clients: 1000}
 quick:
-  rounds: 3
+  rounds: 6
   warmup: 1
   trial: 5s
   max_rounds: 10
@@ -233,7 +233,7 @@ func TestParseBase(t *testing.T) {
 	if p := s.Platforms[2]; p.Name != want.Name || p.Base != want.Base || p.Options != want.Options {
 		t.Errorf("platforms[2] = %+v, want %+v", p, want)
 	}
-	if q := s.Quick; q.Rounds != 3 || *q.Warmup != 1 || q.Trial != 5*time.Second || q.MaxRounds != 10 || q.MaxTime != 4*time.Minute {
+	if q := s.Quick; q.Rounds != 6 || *q.Warmup != 1 || q.Trial != 5*time.Second || q.MaxRounds != 10 || q.MaxTime != 4*time.Minute {
 		t.Errorf("quick = %+v", q)
 	}
 	if got := s.Workloads[0].Params; !reflect.DeepEqual(got, map[string]string{"op": "set", "clients": "1000"}) {
@@ -249,11 +249,11 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown top-level key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nfoo: 2\ntrial") },
-			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
+			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
 		{"unknown platform key", func(t *testing.T) string { return edit(t, "base: native,", "base: native, foo: 1,") },
 			`t.yaml:15: unknown key "foo" in platforms[2] (known: name, base, options)`},
 		{"unknown option", func(t *testing.T) string { return edit(t, "cpus: 0.8", "cpu: 0.8") },
-			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory)`},
+			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory, vcpus, vm_memory)`},
 		{"unknown workload key", func(t *testing.T) string { return edit(t, "    name: redis-set", "    label: redis-set") },
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
@@ -264,8 +264,8 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:4: rounds: "five" is not an integer`},
 		{"rounds a list", func(t *testing.T) string { return edit(t, "rounds: 5", "rounds: [5]") },
 			`t.yaml:4: rounds: want an integer, got a list`},
-		{"quick rounds not an integer", func(t *testing.T) string { return edit(t, "  rounds: 3", "  rounds: 3.5") },
-			`t.yaml:21: quick.rounds: "3.5" is not an integer`},
+		{"quick rounds not an integer", func(t *testing.T) string { return edit(t, "  rounds: 6", "  rounds: 6.5") },
+			`t.yaml:21: quick.rounds: "6.5" is not an integer`},
 		{"trial without unit", func(t *testing.T) string { return edit(t, "trial: 20s", "trial: 20") },
 			`t.yaml:6: trial: "20" is not a duration (e.g. 20s, 5m, 1h)`},
 		{"until_ci not a number", func(t *testing.T) string { return edit(t, "until_ci: 0", "until_ci: 5%") },
@@ -281,7 +281,7 @@ func TestParseErrors(t *testing.T) {
 		{"warmup negative", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: -1\ntrial") },
 			`t.yaml:5: warmup: -1 is below the minimum 0`},
 		{"trial zero", func(t *testing.T) string { return edit(t, "trial: 20s", "trial: 0s") },
-			`t.yaml:6: trial: 0s is not positive`},
+			`t.yaml:6: trial: 0s is not positive: a trial must run its load for some time (e.g. 20s)`},
 		{"order unknown", func(t *testing.T) string { return edit(t, "order: random", "order: shuffle") },
 			`t.yaml:7: order: "shuffle" is not one of random, fixed`},
 		{"until_ci negative", func(t *testing.T) string { return edit(t, "until_ci: 0", "until_ci: -2") },
@@ -290,8 +290,25 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:10: max_rounds: 4 is below rounds (5)`},
 		{"max_time zero", func(t *testing.T) string { return edit(t, "max_time: 1h", "max_time: 0s") },
 			`t.yaml:11: max_time: 0s is not positive`},
-		{"quick rounds below 2", func(t *testing.T) string { return edit(t, "  rounds: 3", "  rounds: 1") },
+		{"quick rounds below 2", func(t *testing.T) string { return edit(t, "  rounds: 6", "  rounds: 1") },
 			`t.yaml:21: quick.rounds: 1 is below the minimum 2`},
+		{"quick rounds below min_pairs", func(t *testing.T) string { return edit(t, "  rounds: 6", "  rounds: 3") },
+			`t.yaml:21: quick.rounds: 3 is below min_pairs (5), so --quick could give no verdict: shorten quick.trial instead of cutting rounds`},
+		{"min_pairs above rounds", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nmin_pairs: 6\n") },
+			`t.yaml:9: min_pairs: 6 is above rounds (5), so no verdict could ever be given: lower min_pairs or raise rounds`},
+		{"min_pairs above max_rounds with until_ci", func(t *testing.T) string {
+			return edit(t, "seed: 0\nuntil_ci: 0\nmax_rounds: 40", "seed: 0\nmin_pairs: 8\nuntil_ci: 2\nmax_rounds: 6")
+		}, `t.yaml:9: min_pairs: 8 is above max_rounds (6), so no verdict could ever be given: lower min_pairs or raise max_rounds`},
+		{"min_pairs below 2", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nmin_pairs: 1\n") },
+			`t.yaml:9: min_pairs: 1 is below the minimum 2 (an interval needs two pairs)`},
+		{"outside_cpu_max zero", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\noutside_cpu_max: 0\n") },
+			`t.yaml:9: outside_cpu_max: 0 is not a positive percentage of one core (default 5)`},
+		{"vcpus out of range", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-big, base: vm, options: {vcpus: 300}}\n")
+		}, `t.yaml:15: platforms[2].options: vcpus 300: want 1 to 255`},
+		{"vm_memory too small", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-small, base: vm, options: {vm_memory: 64m}}\n")
+		}, `t.yaml:15: platforms[2].options: vm_memory 64m: a guest needs at least 128m`},
 		{"platforms not a list", func(t *testing.T) string {
 			return edit(t, "platforms:\n  - native\n  - docker-nat\n  - {name: native-q08, base: native, options: {cpus: 0.8, cpuset: \"0\", memory: 512m}}\n", "platforms:\n  native: 1\n")
 		}, `t.yaml:12: platforms: want a list, got a mapping`},
@@ -364,12 +381,12 @@ func TestParseErrors(t *testing.T) {
 		}, `t.yaml:7: order: "none" is not one of random, fixed`},
 		{"syntax error", func(t *testing.T) string { return edit(t, "order: random", "order: [random") },
 			`t.yaml:7: invalid YAML: did not find expected ',' or ']'`},
-		{"tab indentation", func(t *testing.T) string { return edit(t, "  rounds: 3", "\trounds: 3") },
+		{"tab indentation", func(t *testing.T) string { return edit(t, "  rounds: 6", "\trounds: 6") },
 			`t.yaml:21: invalid YAML: found character that cannot start any token`},
 		{"list item in a mapping", func(t *testing.T) string { return "name: t\n- native\n" },
 			`t.yaml:2: invalid YAML: did not find expected key`},
 		{"not a mapping", func(t *testing.T) string { return "- native\n- docker-nat\n" },
-			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
+			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
 		{"empty", func(t *testing.T) string { return "# nothing\n" },
 			`t.yaml:1: the study file is empty`},
 		{"two documents", func(t *testing.T) string { return base + "---\nname: u\n" },
@@ -508,10 +525,10 @@ func TestApply(t *testing.T) {
 			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 20 * time.Second, maxRounds: 40, maxTime: time.Hour,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick", study: "redis", o: Overrides{Quick: true, Seed: 42},
-			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 2 * time.Second, maxRounds: 40, maxTime: time.Hour, seed: 42,
+			want: want{platforms: redisAll, rounds: 5, warmup: 1, trial: 1500 * time.Millisecond, maxRounds: 40, maxTime: time.Hour, seed: 42,
 				values: []workload.Values{redisOp("set"), redisOp("get")}}},
 		{name: "quick with the whole block", study: base, o: Overrides{Quick: true},
-			want: want{platforms: []string{"native", "docker-nat", "native-q08"}, rounds: 3, warmup: 1, trial: 5 * time.Second,
+			want: want{platforms: []string{"native", "docker-nat", "native-q08"}, rounds: 6, warmup: 1, trial: 5 * time.Second,
 				maxRounds: 10, maxTime: 4 * time.Minute,
 				values: []workload.Values{func() workload.Values { v := redisOp("set"); return v }()}}},
 		{name: "flags win over quick", study: "redis", o: Overrides{Quick: true, Rounds: 7, Trial: time.Second, UntilCI: 3},
@@ -701,6 +718,8 @@ warmup: 1
 trial: 5s
 order: random
 seed: 12345
+min_pairs: 5
+outside_cpu_max: 5
 until_ci: 0
 until_ci_metrics: [ops_per_sec]
 max_rounds: 40

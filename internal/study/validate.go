@@ -84,7 +84,20 @@ func (v *validator) settings() {
 		v.add(v.at("warmup"), "warmup: %d is below the minimum 0", s.Warmup)
 	}
 	if s.Trial <= 0 {
-		v.add(v.at("trial"), "trial: %s is not positive", formatDuration(s.Trial))
+		v.add(v.at("trial"), "trial: %s is not positive: a trial must run its load for some time (e.g. 20s)", formatDuration(s.Trial))
+	}
+	switch {
+	case s.MinPairs < MinRounds:
+		v.add(v.at("min_pairs"), "min_pairs: %d is below the minimum %d (an interval needs two pairs)", s.MinPairs, MinRounds)
+	case s.MinPairs > s.Rounds && (s.UntilCI <= 0 || s.MinPairs > s.MaxRounds):
+		limit, name := s.Rounds, "rounds"
+		if s.UntilCI > 0 {
+			limit, name = s.MaxRounds, "max_rounds"
+		}
+		v.add(v.at("min_pairs", name), "min_pairs: %d is above %s (%d), so no verdict could ever be given: lower min_pairs or raise %s", s.MinPairs, name, limit, name)
+	}
+	if !(s.OutsideCPUMax > 0) || math.IsInf(s.OutsideCPUMax, 0) {
+		v.add(v.at("outside_cpu_max"), "outside_cpu_max: %g is not a positive percentage of one core (default %g)", s.OutsideCPUMax, DefaultOutsideCPUMax)
 	}
 	if s.Order != OrderRandom && s.Order != OrderFixed {
 		v.add(v.at("order"), "order: %q is not one of %s, %s", s.Order, OrderRandom, OrderFixed)
@@ -110,8 +123,11 @@ func (v *validator) settings() {
 // together with the rest when Apply uses them.
 func (v *validator) quick() {
 	q := v.s.Quick
-	if q.Rounds != 0 && q.Rounds < MinRounds {
+	switch {
+	case q.Rounds != 0 && q.Rounds < MinRounds:
 		v.add(v.at("quick.rounds", "quick"), "quick.rounds: %d is below the minimum %d", q.Rounds, MinRounds)
+	case q.Rounds != 0 && q.Rounds < v.s.MinPairs && v.s.UntilCI <= 0:
+		v.add(v.at("quick.rounds", "quick"), "quick.rounds: %d is below min_pairs (%d), so --quick could give no verdict: shorten quick.trial instead of cutting rounds", q.Rounds, v.s.MinPairs)
 	}
 	if q.Warmup != nil && *q.Warmup < 0 {
 		v.add(v.at("quick.warmup", "quick"), "quick.warmup: %d is below the minimum 0", *q.Warmup)
@@ -192,6 +208,8 @@ func (v *validator) platforms() {
 			{"cpus", platform.Options{CPUs: o.CPUs}},
 			{"cpuset", platform.Options{CPUSet: o.CPUSet}},
 			{"memory", platform.Options{Memory: o.Memory}},
+			{"vcpus", platform.Options{VCPUs: o.VCPUs}},
+			{"vm_memory", platform.Options{VMMemory: o.VMMemory}},
 		} {
 			if err := f.opt.Validate(); err != nil {
 				v.add(at("options."+f.key, "options"), "%s.options: %w", where, err)
@@ -375,6 +393,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 		case o.UntilCI > 0:
 			return fmt.Errorf("--until-ci %g: the study's max_rounds (%d) is below its rounds (%d)", o.UntilCI, c.MaxRounds, c.Rounds)
 		}
+	}
+	if o.Rounds > 0 && o.Rounds < c.MinPairs && (c.UntilCI <= 0 || c.MaxRounds < c.MinPairs) {
+		return fmt.Errorf("--rounds %d: below the study's min_pairs (%d), so no cell could get a verdict: give at least %d", o.Rounds, c.MinPairs, c.MinPairs)
 	}
 	if len(o.Platforms) > 0 {
 		if err := c.selectPlatforms(o.Platforms); err != nil {

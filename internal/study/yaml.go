@@ -28,6 +28,8 @@ func (s *Study) YAML() ([]byte, error) {
 	add("trial", plain(formatDuration(s.Trial)))
 	add("order", str(s.Order))
 	add("seed", plain(strconv.FormatInt(s.Seed, 10)))
+	add("min_pairs", plain(strconv.Itoa(s.MinPairs)))
+	add("outside_cpu_max", plain(formatFloat(s.OutsideCPUMax)))
 	add("until_ci", plain(formatFloat(s.UntilCI)))
 	if len(s.UntilCIMetrics) > 0 {
 		ms := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
@@ -82,6 +84,12 @@ func platformNode(p Platform) *yaml.Node {
 	}
 	if p.Options.Memory != "" {
 		o.Content = append(o.Content, plain("memory"), str(p.Options.Memory))
+	}
+	if p.Options.VCPUs != 0 {
+		o.Content = append(o.Content, plain("vcpus"), plain(strconv.Itoa(p.Options.VCPUs)))
+	}
+	if p.Options.VMMemory != "" {
+		o.Content = append(o.Content, plain("vm_memory"), str(p.Options.VMMemory))
 	}
 	if len(o.Content) > 0 {
 		n.Content = append(n.Content, plain("options"), o)

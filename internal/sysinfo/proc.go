@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,17 +39,7 @@ type ProcStat struct {
 }
 
 // ReadProcStat reads /proc/PID/stat.
-func ReadProcStat(pid int) (ProcStat, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ProcStat{}, fmt.Errorf("reading stat of process %d: %w", pid, err)
-	}
-	s, err := ParseProcStat(b)
-	if err != nil {
-		return ProcStat{}, fmt.Errorf("parsing stat of process %d: %w", pid, err)
-	}
-	return s, nil
-}
+func ReadProcStat(pid int) (ProcStat, error) { return ReadProcStatAt("/proc", pid) }
 
 // ParseProcStat parses the text of /proc/PID/stat (or /proc/PID/task/TID/stat).
 // The command name may contain spaces and parentheses: it runs from the first
@@ -244,4 +235,66 @@ func readSchedFile(path string, pid int) (SchedStats, error) {
 // gone reports whether err means the task vanished while being read.
 func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// CPU returns the process's own user and system time, all threads (the
+// kernel sums them, exited threads too).
+func (s ProcStat) CPU() time.Duration { return ticksToDuration(s.UTime + s.STime) }
+
+// CPUWithChildren is CPU plus the time of the children the process has
+// waited for.
+func (s ProcStat) CPUWithChildren() time.Duration {
+	return ticksToDuration(s.UTime + s.STime + s.CUTime + s.CSTime)
+}
+
+// ReadProcStatAt reads procRoot/PID/stat (procRoot "/proc" on this machine,
+// another path for a test's fixture).
+func ReadProcStatAt(procRoot string, pid int) (ProcStat, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("reading stat of process %d: %w", pid, err)
+	}
+	s, err := ParseProcStat(b)
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("parsing stat of process %d: %w", pid, err)
+	}
+	return s, nil
+}
+
+// Proc is a process found by Procs.
+type Proc struct {
+	PID  int
+	Comm string
+	Args []string // argv from cmdline; nil for a kernel thread
+}
+
+// Procs lists the processes under procRoot whose comm is one of names (every
+// process when names is empty). Processes that exit while being read are
+// left out.
+func Procs(procRoot string, names ...string) []Proc {
+	dirs, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*"))
+	var out []Proc
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil {
+			continue
+		}
+		p := Proc{PID: pid, Comm: strings.TrimSpace(string(comm))}
+		if len(names) > 0 && !slices.Contains(names, p.Comm) {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		if s := strings.TrimRight(string(raw), "\x00"); s != "" {
+			p.Args = strings.Split(s, "\x00")
+		}
+		out = append(out, p)
+	}
+	return out
 }

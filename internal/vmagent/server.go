@@ -349,31 +349,11 @@ func (a *agent) cpu(r *http.Request) (any, error) {
 	return CPU{Time: d}, err
 }
 
-// userHZ is the unit of /proc/PID/stat times, fixed at 100 on Linux.
-const userHZ = 100
-
 // ProcCPU reads utime+stime+cutime+cstime of pid under procRoot.
 func ProcCPU(procRoot string, pid int) (time.Duration, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	st, err := sysinfo.ReadProcStatAt(procRoot, pid)
 	if err != nil {
 		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed stat of pid %d", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return 0, fmt.Errorf("malformed stat of pid %d", pid)
-	}
-	var ticks uint64
-	for _, k := range []int{11, 12, 13, 14} {
-		v, err := strconv.ParseUint(f[k], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("malformed stat of pid %d: %w", pid, err)
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	return st.CPUWithChildren(), nil
 }

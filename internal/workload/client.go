@@ -19,12 +19,39 @@ import (
 
 // ClientRun is the outcome of one load-generator process.
 type ClientRun struct {
-	Argv     []string
-	Output   []byte // stdout
-	RawPath  string // where stdout+stderr were saved
+	Argv    []string
+	Output  []byte // stdout
+	RawPath string // where stdout+stderr were saved; "" when saving failed
+	// RawNote, when not empty, says that the raw output could not be saved
+	// and why; put it in the trial's Notes (the measurement stands).
+	RawNote  string
 	Wall     time.Duration
 	CPU      time.Duration // user+system time of the client and its children
 	ExitCode int
+}
+
+// SaveRaw writes a tool's raw output to dir/name and returns its path. A
+// failure to save does not spoil a measurement: SaveRaw then returns "" and
+// a note for the trial's Notes saying what was not kept and why.
+func SaveRaw(dir, name string, data []byte) (path, note string) {
+	path = filepath.Join(dir, name)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		return "", fmt.Sprintf("raw output %s not saved (the measurement is kept): %v", name, err)
+	}
+	return path, ""
+}
+
+// SeeRaw is the ": see PATH" suffix of an error about a tool's output, or ""
+// when the output could not be saved.
+func SeeRaw(path string) string {
+	if path == "" {
+		return " (raw output not saved)"
+	}
+	return ": see " + path
 }
 
 // CPUShare is the client's CPU time over its wall time (1.0 = one full CPU).
@@ -48,12 +75,9 @@ func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []st
 // counters at the moments a tool's output marks (sockperf idles before its
 // timed run).
 func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
-	res := ClientRun{Argv: argv, RawPath: filepath.Join(rawDir, name)}
+	res := ClientRun{Argv: argv}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return res, fmt.Errorf("%s not found: install it with `make setup`: %w", argv[0], err)
-	}
-	if err := os.MkdirAll(rawDir, 0o755); err != nil {
-		return res, fmt.Errorf("creating raw output dir: %w", err)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -89,14 +113,12 @@ func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv
 	if stderr.Len() > 0 {
 		raw += "# stderr:\n" + stderr.String()
 	}
-	if werr := os.WriteFile(res.RawPath, []byte(raw), 0o644); werr != nil {
-		return res, fmt.Errorf("saving %s output: %w", argv[0], werr)
-	}
+	res.RawPath, res.RawNote = SaveRaw(rawDir, name, []byte(raw))
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s failed: %w: see %s", argv[0], err, res.RawPath)
+		return res, fmt.Errorf("%s failed: %w%s", argv[0], err, SeeRaw(res.RawPath))
 	}
 	return res, nil
 }

@@ -180,8 +180,14 @@ type Metric struct {
 	HigherIsBetter bool
 	Help           string
 	// Diagnostic metrics (the driver's own CPU use, ...) explain a result;
-	// they are reported but do not count toward --until-ci's precision.
+	// reports show them apart, without a verdict, and they do not count
+	// toward --until-ci's precision.
 	Diagnostic bool
+	// Quantile is q when the metric is a q-quantile of per-operation
+	// observations (0.99 for a p99 latency), else 0. Every trial must then
+	// say in Result.Samples how many observations it came from: a verdict
+	// needs at least stats.MinTailSamples(q) of them in every trial.
+	Quantile float64
 }
 
 // Trial is what the engine hands a workload for one trial.
@@ -214,6 +220,10 @@ type Result struct {
 	Where []string
 	// Notes are warnings about this trial (driver saturated, ...).
 	Notes []string
+	// Samples maps a metric name to the number of observations behind its
+	// value (the requests a latency percentile was computed from); required
+	// for metrics with a Quantile.
+	Samples map[string]int64
 }
 
 // Instance is a workload with its parameters fixed.

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Labels nearnative puts on containers besides runid.Label and runid.LabelRole.
@@ -176,17 +176,8 @@ func (e *Engine) local() bool { return strings.HasPrefix(e.cli.DaemonHost(), "un
 // userland proxy: "off" when its command line or daemon.json disables it, "on"
 // when a dockerd was found without that, "" when none was found.
 func userlandProxy(procRoot string) string {
-	dirs, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*"))
-	for _, d := range dirs {
-		comm, err := os.ReadFile(filepath.Join(d, "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		return userlandProxyFromArgs(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), os.ReadFile)
+	for _, p := range sysinfo.Procs(procRoot, "dockerd") {
+		return userlandProxyFromArgs(p.Args, os.ReadFile)
 	}
 	return ""
 }

@@ -206,15 +206,52 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		return err
 	}
 	// A server that dies at once (bad flag, port taken) is reported now with
-	// the tail of its log, not as a timeout later.
-	select {
-	case <-s.done:
-		return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
-	case <-time.After(50 * time.Millisecond):
-	case <-ctx.Done():
-		return ctx.Err()
+	// the tail of its log, not as a timeout later: wait until the wrappers
+	// (the cgroup shell, setpriv) have exec'd the server, which takes long
+	// on a busy machine, then give it earlyExit to fail.
+	execd := time.NewTicker(5 * time.Millisecond)
+	defer execd.Stop()
+	wrapped := time.After(execTimeout)
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
+		case <-execd.C:
+			if settle == nil && runs(cmd.Process.Pid, bin) {
+				settle = time.After(earlyExit)
+			}
+		case <-wrapped:
+			if settle == nil {
+				settle = time.After(earlyExit)
+			}
+		case <-settle:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return nil
+}
+
+// earlyExit is how long a server that has just exec'd may take to fail on
+// its arguments and still be reported at once; execTimeout bounds the wait
+// for the exec itself.
+const (
+	earlyExit   = 150 * time.Millisecond
+	execTimeout = 2 * time.Second
+)
+
+// runs reports whether process pid runs the binary bin yet (not a wrapper);
+// bin may be a symbolic link (Debian's redis-server is one).
+func runs(pid int, bin string) bool {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false
+	}
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	return exe == bin
 }
 
 func lookupUser(name string) (uid, gid int, err error) {
@@ -261,20 +298,11 @@ func (s *server) writeState() error {
 // of /proc/PID/stat), which tells a process apart from a later one that got
 // the same PID.
 func StartTick(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := sysinfo.ReadProcStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return st.StartTime, nil
 }
 
 func tail(path string, n int) string {
@@ -349,31 +377,44 @@ func (s *server) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// CPUTime implements platform.CPUReporter: user and system time of the
-// server process (all its threads) and of its reaped children, from
-// /proc/PID/stat.
+// CPUTime implements platform.CPUReporter: the CPU time of the server's
+// cgroup, every process in it (as Docker's engine counts a container), or,
+// without a group (not root), the user and system time of the server process
+// and its reaped children from /proc/PID/stat.
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0, errors.New("server not started")
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if s.group != nil {
+		return s.group.CPUUsage()
+	}
+	st, err := sysinfo.ReadProcStat(s.cmd.Process.Pid)
 	if err != nil {
 		return 0, fmt.Errorf("reading server CPU time: %w", err)
 	}
-	st := string(b)
-	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
-	if len(f) < 15 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", s.cmd.Process.Pid)
+	return st.CPUWithChildren(), nil
+}
+
+// CPUSource implements platform.CPUDescriber.
+func (s *server) CPUSource() string {
+	if s.group != nil {
+		return s.group.CPUSource()
 	}
-	var ticks uint64
-	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-		v, err := strconv.ParseUint(f[i], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("malformed /proc/%d/stat: %w", s.cmd.Process.Pid, err)
-		}
-		ticks += v
+	return noGroupCPU
+}
+
+// noGroupCPU says how a server without a cgroup is measured.
+const noGroupCPU = "/proc/PID/stat of the server process and its reaped children (no cgroup: nearnative is not root)"
+
+// Degradations implements platform.Degrader: natively without root no
+// server gets a cgroup, so it has no CPU scheduling group of its own (as a
+// container has) and its CPU is read from /proc, missing children that have
+// not been reaped.
+func (p *Platform) Degradations() []string {
+	if os.Geteuid() == 0 {
+		return nil
 	}
-	return time.Duration(ticks) * time.Second / time.Duration(sysinfo.ClockTicks()), nil
+	return []string{"no CPU cgroup for native servers (not root): no scheduling group of their own as containers have; server CPU from " + noGroupCPU}
 }
 
 // writeFiles writes a spec's files into the server's private dir.

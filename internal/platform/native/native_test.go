@@ -236,3 +236,20 @@ func TestRunJobKillsSetsidChildren(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWaitsOnlyForTheExec: a good server's start returns shortly after
+// the server has exec'd (the early-exit window), not after the exec timeout.
+func TestStartWaitsOnlyForTheExec(t *testing.T) {
+	p, _, _ := newPlatform(t, platform.Options{})
+	ctx := context.Background()
+	start := time.Now()
+	s, err := p.Start(ctx, "quick", redisSpec())
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if took >= execTimeout {
+		t.Errorf("Start took %v: it waited for the exec timeout instead of the server's exec", took)
+	}
+}

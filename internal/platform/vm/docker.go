@@ -204,13 +204,6 @@ func (s *dockerServer) Describe() string {
 	return fmt.Sprintf("container %s (pid %d) in the Docker engine of a %s, %s", s.cname, s.pid, s.p.where(s.g), how)
 }
 
-func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) {
-	if s.pid == 0 {
-		return 0, errors.New("server not started")
-	}
-	return s.g.agent.CPUTime(ctx, s.pid)
-}
-
 func (s *dockerServer) Stop(ctx context.Context) error {
 	// Teardown must work after Ctrl-C cancelled the run's context.
 	ctx = context.WithoutCancel(ctx)

@@ -407,15 +407,6 @@ func (s *server) Stop(ctx context.Context) error {
 	return s.err
 }
 
-// CPUTime implements platform.CPUReporter: the server process's user and
-// system time (with reaped children) as the guest kernel counts it.
-func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
-	if s.pid == 0 {
-		return 0, errors.New("server not started")
-	}
-	return s.g.agent.CPUTime(ctx, s.pid)
-}
-
 // RunJob implements platform.JobRunner: it boots a guest, runs the command
 // to completion in it and powers the guest off.
 func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec) (platform.JobResult, error) {

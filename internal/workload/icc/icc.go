@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,24 +214,23 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	var total, late float64
 	var errs []error
 	for c, o := range outs {
-		raw, werr := saveRaw(t, c, o.job)
+		raw, note := saveRaw(t, c, o.job)
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
 		if c == 0 || o.err != nil {
 			res.Commands = append(res.Commands, fmt.Sprintf("client %d: %s", c, strings.Join(o.job.Command, " ")))
 		}
 		if o.job.Where != "" && (c == 0 || c == len(outs)-1) {
 			res.Where = append(res.Where, fmt.Sprintf("client %d: %s", c, o.job.Where))
 		}
-		if werr != nil {
-			errs = append(errs, werr)
-			continue
-		}
 		if o.err != nil {
-			errs = append(errs, fmt.Errorf("client container %d: %w: see %s", c, o.err, raw))
+			errs = append(errs, fmt.Errorf("client container %d: %w%s", c, o.err, workload.SeeRaw(raw)))
 			continue
 		}
 		streams, perr := ParseEndpoint(o.job.Stdout, len(plan.Clients[c]))
 		if perr != nil {
-			errs = append(errs, fmt.Errorf("client container %d: %w: see %s", c, perr, raw))
+			errs = append(errs, fmt.Errorf("client container %d: %w%s", c, perr, workload.SeeRaw(raw)))
 			continue
 		}
 		sum := 0.0
@@ -309,19 +306,13 @@ func stopAll(ctx context.Context, servers []platform.Server) error {
 	return errors.Join(errs...)
 }
 
-// saveRaw writes client container c's output to the trial's raw directory.
-func saveRaw(t workload.Trial, c int, job platform.JobResult) (string, error) {
-	path := filepath.Join(t.RawDir, fmt.Sprintf("%s-icc-client%d.txt", t.Name, c))
-	if err := os.MkdirAll(t.RawDir, 0o755); err != nil {
-		return path, fmt.Errorf("creating raw output dir: %w", err)
-	}
+// saveRaw writes client container c's output to the trial's raw directory
+// (see workload.SaveRaw).
+func saveRaw(t workload.Trial, c int, job platform.JobResult) (path, note string) {
 	raw := fmt.Sprintf("# %s\n# where: %s\n# exit %d, wall %v\n%s", strings.Join(job.Command, " "), job.Where, job.ExitCode,
 		job.Wall.Round(time.Millisecond), job.Stdout)
 	if len(job.Stderr) > 0 {
 		raw += "# stderr:\n" + string(job.Stderr)
 	}
-	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
-		return path, fmt.Errorf("saving client output: %w", err)
-	}
-	return path, nil
+	return workload.SaveRaw(t.RawDir, fmt.Sprintf("%s-icc-client%d.txt", t.Name, c), []byte(raw))
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/redisproto"
-	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -28,15 +27,17 @@ import (
 // C int. The seed used 100 billion keys; more than 2^31 cannot be asked of it.
 const MaxKeyspace = math.MaxInt32
 
-// Metric names.
+// Metric names. The CPU account (Cost.Metrics) adds run_cpu_us_per_op and
+// the diagnostic CPU shares.
 const (
-	MetricOps       = "ops_per_sec"
-	MetricCPUPerOp  = "cpu_us_per_op"
-	MetricLatAvg    = "latency_avg_ms"
-	MetricLatP99    = "latency_p99_ms"
-	MetricClientCPU = "client_cpu_pct"
-	MetricServerCPU = "server_cpu_pct"
+	MetricOps      = "ops_per_sec"
+	MetricCPUPerOp = "cpu_us_per_op"
+	MetricLatAvg   = "latency_avg_ms"
+	MetricLatP99   = "latency_p99_ms"
 )
+
+// Cost is what the workload charges CPU to: one request, in microseconds.
+var Cost = workload.CPUCost{Metric: MetricCPUPerOp, Unit: "us", Scale: 1e6, Op: "request"}
 
 // ClosedLoopNote goes with every trial: redis-benchmark's latencies are
 // those of a closed-loop driver.
@@ -64,7 +65,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "clients", Type: workload.Int, Default: "1000", Min: 1, HasMin: true, Help: "parallel connections (seed: 1000)"},
 		{Name: "pipeline", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "requests in flight per connection (seed: 1)"},
 		{Name: "keyspace", Type: workload.Int, Default: strconv.Itoa(MaxKeyspace), Min: 1, HasMin: true, Help: "random SET keys drawn from this many (seed: 1e11; redis-benchmark's -r caps it at 2^31-1)"},
-		{Name: "preload", Type: workload.Int, Default: "1000000", Quick: "200000", Min: 1, HasMin: true, Help: "for op=get: keys loaded before the trial; GETs draw from them"},
+		{Name: "preload", Type: workload.Int, Default: "1000000", Quick: "100000", Min: 1, HasMin: true, Help: "for op=get: keys loaded before the trial; GETs draw from them"},
 		{Name: "datasize", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "value size in bytes (seed: 1)"},
 		{Name: "threads", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "redis-benchmark --threads (client event loops)"},
 		{Name: "requests", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "requests per trial; 0 = sized to last the trial length"},
@@ -111,14 +112,12 @@ type Instance struct {
 
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
-	return []workload.Metric{
+	ms := []workload.Metric{
 		{Name: MetricOps, Unit: "ops/s", HigherIsBetter: true, Help: "requests per second as redis-benchmark reports it"},
-		{Name: MetricCPUPerOp, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (/proc/stat, softirq included) during the load, per request"},
 		{Name: MetricLatAvg, Unit: "ms", HigherIsBetter: false, Help: "mean request latency (closed loop: each client waits for its reply)"},
-		{Name: MetricLatP99, Unit: "ms", HigherIsBetter: false, Help: "99th percentile request latency (closed loop)"},
-		{Name: MetricClientCPU, Unit: "%", HigherIsBetter: false, Help: "redis-benchmark's own CPU use, per thread; near 100% means the driver may be the bottleneck", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "redis-server's own CPU use during the load (its process or container cgroup); near 100% means the single-threaded server is saturated", Diagnostic: true},
+		{Name: MetricLatP99, Unit: "ms", HigherIsBetter: false, Quantile: 0.99, Help: "99th percentile request latency (closed loop) over the trial's requests"},
 	}
+	return append(ms, Cost.Metrics()...)
 }
 
 func (in *Instance) spec() platform.Spec {
@@ -165,54 +164,37 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		}
 	}
 	argv := in.benchArgv(addr, n, keys)
-	cpuRep, ok := srv.(platform.CPUReporter)
-	if !ok {
-		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
-	}
-	srvBefore, err := cpuRep.CPUTime(ctx)
-	if err != nil {
-		return res, err
-	}
-	before, err := sysinfo.ReadCPU()
-	if err != nil {
-		return res, err
-	}
-	run, err := workload.RunClient(ctx, t.Run, t.RawDir, t.Name+"-redis-benchmark.csv", argv)
-	after, cerr := sysinfo.ReadCPU()
-	srvAfter, serr := cpuRep.CPUTime(ctx)
 	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
+	var run workload.ClientRun
+	acct, err := workload.MeasureCPU(ctx, []platform.Server{srv}, nil, func(m *workload.CPUMeter) error {
+		var err error
+		run, err = m.RunClient(ctx, t, t.Name+"-redis-benchmark.csv", argv, nil)
+		return err
+	})
+	if run.RawNote != "" {
+		res.Notes = append(res.Notes, run.RawNote)
+	}
 	if err != nil {
 		return res, err
-	}
-	if cerr != nil {
-		return res, cerr
-	}
-	if serr != nil {
-		return res, serr
 	}
 	row, err := ParseCSV(run.Output)
 	if err != nil {
-		return res, fmt.Errorf("redis-benchmark output: %w: see %s", err, run.RawPath)
+		return res, fmt.Errorf("redis-benchmark output: %w%s", err, workload.SeeRaw(run.RawPath))
 	}
 	in.mu.Lock()
 	in.rates[t.Platform.Name()] = row.RPS
 	in.mu.Unlock()
-	cpu := before.Delta(after)
-	share := run.CPUShare() / float64(in.threads)
 	res.Values = map[string]float64{
-		MetricOps:       row.RPS,
-		MetricCPUPerOp:  cpu.BusySeconds / float64(n) * 1e6,
-		MetricLatAvg:    row.AvgMs,
-		MetricLatP99:    row.P99Ms,
-		MetricClientCPU: share * 100,
-		MetricServerCPU: (srvAfter - srvBefore).Seconds() / run.Wall.Seconds() * 100,
+		MetricOps:    row.RPS,
+		MetricLatAvg: row.AvgMs,
+		MetricLatP99: row.P99Ms,
 	}
-	if share > saturated {
+	res.Samples = map[string]int64{MetricLatAvg: int64(n), MetricLatP99: int64(n)}
+	acct.Record(Cost, float64(n), &res)
+	if share := run.CPUShare() / float64(in.threads); share > saturated {
 		res.Notes = append(res.Notes, fmt.Sprintf("redis-benchmark used %.0f%% of its %d thread(s): the driver may be the bottleneck (raise threads)", share*100, in.threads))
 	}
 	res.Notes = append(res.Notes, ClosedLoopNote)
-	lo, hi := cpu.Spread()
-	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over %v; per-CPU busy %.0f%%..%.0f%%", cpu.Utilisation*100, cpu.Interval.Round(time.Millisecond), lo*100, hi*100))
 	return res, nil
 }
 
@@ -236,7 +218,7 @@ func (in *Instance) rate(ctx context.Context, t workload.Trial, addr string, key
 	}
 	row, err := ParseCSV(run.Output)
 	if err != nil {
-		return 0, fmt.Errorf("sizing probe output: %w: see %s", err, run.RawPath)
+		return 0, fmt.Errorf("sizing probe output: %w%s", err, workload.SeeRaw(run.RawPath))
 	}
 	return row.RPS, nil
 }

@@ -238,19 +238,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 // then closes. The probe sends nothing; sockperf's TCP server takes the
 // closed connection in its stride.
 func WaitReady(ctx context.Context, addr string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = probe(ctx, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not accept and hold a connection within %v: %w", addr, timeout, last)
-		case <-time.After(50 * time.Millisecond):
-		}
+	err := platform.WaitReady(ctx, timeout, 50*time.Millisecond, func(ctx context.Context) error { return probe(ctx, addr) })
+	if err != nil {
+		return fmt.Errorf("%s did not accept and hold a connection: %w", addr, err)
 	}
+	return nil
 }
 
 // holdFor is how long a probe connection must stay open to count.

@@ -25,14 +25,17 @@ import (
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
-// Metric names.
+// Metric names. The CPU account (Cost.Metrics) adds run_cpu_ms_per_gb and
+// the diagnostic CPU shares.
 const (
 	MetricGbps        = "gbit_per_sec"
 	MetricCPUPerGB    = "cpu_ms_per_gb"
 	MetricRetransmits = "retransmits"
-	MetricClientCPU   = "client_cpu_pct"
-	MetricServerCPU   = "server_cpu_pct"
 )
+
+// Cost is what the workload charges CPU to: one GB (10^9 bytes) received,
+// in milliseconds.
+var Cost = workload.CPUCost{Metric: MetricCPUPerGB, Unit: "ms", Scale: 1e3, Op: "GB (10^9 bytes) received"}
 
 // Directions.
 const (
@@ -95,13 +98,11 @@ type Instance struct {
 
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
-	return []workload.Metric{
+	ms := []workload.Metric{
 		{Name: MetricGbps, Unit: "Gbit/s", HigherIsBetter: true, Help: "TCP payload throughput as the receiving side counted it (10^9 bits/s)"},
-		{Name: MetricCPUPerGB, Unit: "ms", HigherIsBetter: false, Help: "busy CPU time of the whole machine (/proc/stat, softirq included) over the client's run, per GB (10^9 bytes) received"},
 		{Name: MetricRetransmits, Unit: "segments", HigherIsBetter: false, Help: "TCP segments the sender retransmitted (the server in direction recv)", Diagnostic: true},
-		{Name: MetricClientCPU, Unit: "%", HigherIsBetter: false, Help: "the iperf3 client's own CPU use; near 100% means the single-threaded driver may be the bottleneck", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "the iperf3 server's own CPU use during the transfer (its process or container cgroup)", Diagnostic: true},
 	}
+	return append(ms, Cost.Metrics()...)
 }
 
 // spec is the iperf3 server. It stays up for retries (no --one-off).
@@ -131,11 +132,10 @@ func (in *Instance) clientArgv(addr string, secs int) []string {
 	return argv
 }
 
-// measurement is one client run with the counters read around it.
+// measurement is one client run with the CPU account around it.
 type measurement struct {
-	run       workload.ClientRun
-	cpu       sysinfo.CPUDelta
-	serverCPU time.Duration
+	run  workload.ClientRun
+	acct workload.CPUAccount
 }
 
 // Run implements workload.Instance.
@@ -146,15 +146,13 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	defer stop(&err)
-	cpuRep, ok := srv.(platform.CPUReporter)
-	if !ok {
-		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
-	}
-
 	secs := seconds(t.Duration)
 	argv := in.clientArgv(srv.Addr("iperf3"), secs)
 	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
-	m, rep, attempts, err := in.drive(ctx, t, argv, cpuRep)
+	m, rep, attempts, err := in.drive(ctx, t, argv, srv)
+	if m.run.RawNote != "" {
+		res.Notes = append(res.Notes, m.run.RawNote)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -162,11 +160,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	share := m.run.CPUShare()
 	res.Values = map[string]float64{
 		MetricGbps:        rep.BitsPerSecond / 1e9,
-		MetricCPUPerGB:    m.cpu.BusySeconds * 1e3 / (float64(rep.BytesReceived) / 1e9),
 		MetricRetransmits: float64(rep.Retransmits),
-		MetricClientCPU:   share * 100,
-		MetricServerCPU:   m.serverCPU.Seconds() / m.run.Wall.Seconds() * 100,
 	}
+	m.acct.Record(Cost, float64(rep.BytesReceived)/1e9, &res)
 	res.Notes = append(res.Notes, in.versionNote(ctx, rep))
 	if attempts > 1 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the server was not ready at first: the client ran %d times, the last one counts", attempts))
@@ -177,9 +173,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if share > saturated {
 		res.Notes = append(res.Notes, fmt.Sprintf("the iperf3 client used %.0f%% of a CPU (one thread for all streams): the driver may be the bottleneck", share*100))
 	}
-	lo, hi := m.cpu.Spread()
-	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over %v; per-CPU busy %.0f%%..%.0f%%; %.2f GB received in %.2f s",
-		m.cpu.Utilisation*100, m.cpu.Interval.Round(time.Millisecond), lo*100, hi*100, float64(rep.BytesReceived)/1e9, rep.Seconds))
+	res.Notes = append(res.Notes, fmt.Sprintf("%.2f GB received in %.2f s", float64(rep.BytesReceived)/1e9, rep.Seconds))
 	return res, nil
 }
 
@@ -187,11 +181,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 // while the server is not listening yet (iperf3's server takes one client at
 // a time, so the client itself is the readiness probe: a bare TCP connect
 // would occupy the server). It returns the counters of the last attempt.
-func (in *Instance) drive(ctx context.Context, t workload.Trial, argv []string, cpuRep platform.CPUReporter) (measurement, Report, int, error) {
+func (in *Instance) drive(ctx context.Context, t workload.Trial, argv []string, srv platform.Server) (measurement, Report, int, error) {
 	deadline := time.Now().Add(in.readyTimeout)
 	raw := t.Name + "-iperf3.json"
 	for attempt := 1; ; attempt++ {
-		m, runErr := measure(ctx, t, raw, argv, cpuRep)
+		m, runErr := measure(ctx, t, raw, argv, srv)
 		if ctx.Err() != nil {
 			return m, Report{}, attempt, ctx.Err()
 		}
@@ -214,39 +208,22 @@ func (in *Instance) drive(ctx context.Context, t workload.Trial, argv []string, 
 			if attempt > 1 {
 				err = fmt.Errorf("%w (attempt %d, retried for %v)", err, attempt, in.readyTimeout)
 			}
-			return m, Report{}, attempt, fmt.Errorf("iperf3 output: %w: see %s", err, m.run.RawPath)
+			return m, Report{}, attempt, fmt.Errorf("iperf3 output: %w%s", err, workload.SeeRaw(m.run.RawPath))
 		}
 		return m, rep, attempt, nil
 	}
 }
 
-// measure runs the client once, reading the machine's and the server's CPU
-// counters around it.
-func measure(ctx context.Context, t workload.Trial, raw string, argv []string, cpuRep platform.CPUReporter) (measurement, error) {
+// measure runs the client once with the CPU account around it.
+func measure(ctx context.Context, t workload.Trial, raw string, argv []string, srv platform.Server) (measurement, error) {
 	var m measurement
-	srvBefore, err := cpuRep.CPUTime(ctx)
-	if err != nil {
-		return m, err
-	}
-	before, err := sysinfo.ReadCPU()
-	if err != nil {
-		return m, err
-	}
-	m.run, err = workload.RunClient(ctx, t.Run, t.RawDir, raw, argv)
-	after, cerr := sysinfo.ReadCPU()
-	srvAfter, serr := cpuRep.CPUTime(ctx)
-	if err != nil {
-		return m, err
-	}
-	if cerr != nil {
-		return m, cerr
-	}
-	if serr != nil {
-		return m, serr
-	}
-	m.cpu = before.Delta(after)
-	m.serverCPU = srvAfter - srvBefore
-	return m, nil
+	var err error
+	m.acct, err = workload.MeasureCPU(ctx, []platform.Server{srv}, nil, func(cm *workload.CPUMeter) error {
+		var err error
+		m.run, err = cm.RunClient(ctx, t, raw, argv, nil)
+		return err
+	})
+	return m, err
 }
 
 // versionNote names the client's iperf3 version (the server runs the same

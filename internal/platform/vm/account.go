@@ -1,0 +1,60 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/sysinfo"
+)
+
+// wholeGuestCPU is what a VM server's CPU time counts.
+const wholeGuestCPU = "the whole guest: the qemu process's CPU time on the host (guest kernel, every guest process, emulation and I/O threads)"
+
+// hostCPU is the CPU time the guest's qemu process has used on the host, all
+// its threads: the whole guest, as the host pays for it. It is the only
+// figure of a guest comparable with the cgroup CPU of a native server or a
+// container, since a guest's own clock does not see what the host spends on
+// it.
+func (g *guest) hostCPU() (time.Duration, error) {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return 0, errors.New("guest not started")
+	}
+	st, err := sysinfo.ReadProcStat(g.cmd.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.CPUWithChildren(), nil
+}
+
+// CPUTime implements platform.CPUReporter: the whole guest (see hostCPU).
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU() }
+
+// CPUSource implements platform.CPUDescriber.
+func (s *server) CPUSource() string { return wholeGuestCPU }
+
+// CPUTime implements platform.CPUReporter: the whole guest (see hostCPU),
+// its Docker engine included.
+func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU() }
+
+// CPUSource implements platform.CPUDescriber.
+func (s *dockerServer) CPUSource() string { return wholeGuestCPU }
+
+// Degradations implements platform.Degrader: emulation without KVM and the
+// user-mode network fallback, once the platform has prepared.
+func (p *Platform) Degradations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	if p.ready && p.probe.Emulated() {
+		out = append(out, EmulatedNote+": KVM unavailable ("+p.probe.KVMReason+"), QEMU emulates the CPU")
+	}
+	if p.userNet != "" {
+		out = append(out, "QEMU user-mode network (slirp) instead of a bridge: "+p.userNet)
+	}
+	return out
+}
+
+// Size is the guest size every boot of the platform gets: its vCPUs and its
+// memory in MiB (the vcpus and vm_memory options, or the defaults).
+func (p *Platform) Size() (vcpus int, memMiB int64) { return p.vcpus, p.memMiB }
