@@ -3,8 +3,10 @@ package docker
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
@@ -41,4 +43,41 @@ func proxyCPU(procRoot, containerIP string) time.Duration {
 		}
 	}
 	return sum
+}
+
+// supervisedCPU is what the CPU time of a server under a supervisor counts.
+const supervisedCPU = "the server's process and its reaped children, read from /proc inside the container it shares with other servers"
+
+// CPUSource implements platform.CPUDescriber.
+func (s *supervised) CPUSource() string { return supervisedCPU }
+
+// OverheadCPUTime implements platform.OverheadReporter: the docker-proxy
+// processes that forward to this server's own ports of the shared container.
+func (s *supervised) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
+	if s.site.p.kind == platform.DockerHost || !s.m.Server.Entry {
+		return 0, nil
+	}
+	ports := map[string]bool{}
+	for _, pn := range s.m.Server.Ports {
+		ports[strconv.Itoa(s.site.Port(s.m.Server.ID, pn))] = true
+	}
+	var sum time.Duration
+	for _, p := range sysinfo.Procs("/proc", "docker-proxy") {
+		ip, port := argAfter(p.Args, "-container-ip"), argAfter(p.Args, "-container-port")
+		if ip != s.g.ip || !ports[port] {
+			continue
+		}
+		if st, err := sysinfo.ReadProcStatAt("/proc", p.PID); err == nil {
+			sum += st.CPU()
+		}
+	}
+	return sum, nil
+}
+
+func argAfter(args []string, flag string) string {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return ""
+	}
+	return args[i+1]
 }

@@ -58,3 +58,12 @@ func (p *Platform) Degradations() []string {
 // Size is the guest size every boot of the platform gets: its vCPUs and its
 // memory in MiB (the vcpus and vm_memory options, or the defaults).
 func (p *Platform) Size() (vcpus int, memMiB int64) { return p.vcpus, p.memMiB }
+
+// guestProcCPU is what the CPU time of a server of a topology in a guest
+// counts. Several servers share a guest, so the qemu process cannot be
+// charged to each: the guest's kernel's per-process figure is used, and the
+// guest kernel's and QEMU's own work is left outside it.
+const guestProcCPU = "the server's process as the guest's kernel counts it (its guest's kernel and QEMU's own work are not in it)"
+
+// CPUSource implements platform.CPUDescriber.
+func (s *guestProc) CPUSource() string { return guestProcCPU }
