@@ -132,8 +132,14 @@ func TestWeathervane(t *testing.T) {
 		{"pass", func(map[string]Op) {}, ""},
 		{"Login 98.9% within", func(m map[string]Op) { m["Login"] = op(200, 0, spread(1000, 11, 100*ms_, 2500*ms_)) }, "within/Login"},
 		// Login's share: target 20%, per-op tolerance 20% -> 16%..24%.
-		{"Login share 23.9%", func(m map[string]Op) { m["Login"] = op(239, 0, spread(1000, 0, ms_, ms_)); m["GetCurrentItem"] = op(761, 0, spread(1000, 0, ms_, ms_)) }, ""},
-		{"Login share 26%", func(m map[string]Op) { m["Login"] = op(260, 0, spread(1000, 0, ms_, ms_)); m["GetCurrentItem"] = op(740, 0, spread(1000, 0, ms_, ms_)) }, "mix/Login"},
+		{"Login share 23.9%", func(m map[string]Op) {
+			m["Login"] = op(239, 0, spread(1000, 0, ms_, ms_))
+			m["GetCurrentItem"] = op(761, 0, spread(1000, 0, ms_, ms_))
+		}, ""},
+		{"Login share 26%", func(m map[string]Op) {
+			m["Login"] = op(260, 0, spread(1000, 0, ms_, ms_))
+			m["GetCurrentItem"] = op(740, 0, spread(1000, 0, ms_, ms_))
+		}, "mix/Login"},
 		// GetCurrentItem at 74% is 7.5% off its 80%: inside the default 10%.
 		{"failures 0.6%", func(m map[string]Op) { m["GetCurrentItem"] = op(795, 5, spread(1000, 0, ms_, ms_)) }, "failures/GetCurrentItem"},
 	}
