@@ -162,7 +162,7 @@ func (r *Result) CPUShare() float64 {
 
 // QoS returns the result as the QoS rules see it.
 func (r *Result) QoS() qos.Input {
-	in := qos.Input{Ops: map[string]qos.Op{}, CycleTarget: r.Cycle.MeanTarget(), CycleAchieved: r.Cycle.MeanAchieved()}
+	in := qos.Input{Ops: map[string]qos.Op{}, CycleTarget: r.Cycle.MeanTarget(), CycleAchieved: r.Cycle.MeanAchieved(), Due: r.Open.Due}
 	for name, o := range r.Ops {
 		op := qos.Op{Count: o.Count, Failures: o.Failed()}
 		if o.Count > 0 {

@@ -34,12 +34,13 @@ func (k *searchKind) Run(ctx context.Context, t workload.Trial) (workload.Result
 	if t.Steps == nil || t.Series == nil {
 		return workload.Result{}, errors.New("the engine gave no step log or series sink")
 	}
-	res, err := search.Run(ctx, search.Config{Start: 100}, t.Steps, func(ctx context.Context, p search.Phase, v float64) (search.Outcome, error) {
+	res, err := search.Run(ctx, search.Config{Start: 100}, t.Steps, func(ctx context.Context, s search.Step) (search.Outcome, error) {
+		v := s.Value
 		k.execs++
 		if k.execs == k.interruptAt {
 			k.cancel()
 		}
-		if err := t.Series.PutSeries(ctx, k.execs, []driver.Point{{Sec: 0, Phase: "steady", Op: "get", Count: int64(v)}}); err != nil {
+		if err := t.Series.PutSeries(ctx, s.Seq, []driver.Point{{Sec: 0, Phase: "steady", Op: "get", Count: int64(v)}}); err != nil {
 			return search.Outcome{}, err
 		}
 		return search.Outcome{Pass: v <= k.limit, Summary: fmt.Sprintf("%g", v)}, nil
@@ -57,8 +58,8 @@ func TestSearchStepsResume(t *testing.T) {
 	st := e.study(t, "name: find\ntrial: 1s\nrounds: 2\nwarmup: 0\norder: fixed\nplatforms: [native]\nworkloads:\n  - {workload: searcher, name: s}\n")
 
 	// Uninterrupted, for reference: how many steps one search takes.
-	ref, err := search.Run(context.Background(), search.Config{Start: 100}, nil, func(_ context.Context, _ search.Phase, v float64) (search.Outcome, error) {
-		return search.Outcome{Pass: v <= 5000}, nil
+	ref, err := search.Run(context.Background(), search.Config{Start: 100}, nil, func(_ context.Context, s search.Step) (search.Outcome, error) {
+		return search.Outcome{Pass: s.Value <= 5000}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,9 @@ type Input struct {
 	// CycleTarget and CycleAchieved are the closed-loop users' mean cycle
 	// time as intended and as run; zero for an open-loop trial.
 	CycleTarget, CycleAchieved time.Duration
+	// Due is the number of requests an open-loop plan made due in the
+	// steady phase; zero for a closed-loop trial.
+	Due int64
 }
 
 // Outcome is one rule applied to one operation (Op "" for the trial).
@@ -464,6 +467,46 @@ func (r CycleTime) Check(in Input) []Outcome {
 	o.Value, o.Pass = dev, dev <= r.Tolerance
 	o.Text = fmt.Sprintf("mean cycle time %s vs target %s (%.2f%% off, limit %g%%)",
 		ms(in.CycleAchieved), ms(in.CycleTarget), dev*100, r.Tolerance*100)
+	return []Outcome{o}
+}
+
+// Delivered checks that an open-loop driver's requests due in the steady
+// phase were answered (successes and failures) in at least this share: a
+// server that falls behind leaves requests unanswered, and the latency of
+// those never counts.
+type Delivered struct {
+	Min float64 // e.g. 0.99
+}
+
+// Name implements Rule.
+func (Delivered) Name() string { return "delivered" }
+
+// Ops implements Rule.
+func (Delivered) Ops() []string { return nil }
+
+// Validate implements Rule.
+func (r Delivered) Validate() error {
+	if !(r.Min > 0 && r.Min <= 1) {
+		return fmt.Errorf("share %v: want above 0, at most 1", r.Min)
+	}
+	return nil
+}
+
+// Check implements Rule.
+func (r Delivered) Check(in Input) []Outcome {
+	o := Outcome{Rule: r.Name(), Limit: r.Min, Unit: "fraction"}
+	var done int64
+	for _, op := range in.Ops {
+		done += op.Count + op.Failures
+	}
+	if in.Due <= 0 {
+		o.Value = math.NaN()
+		o.Text = "no open-loop requests were due"
+		return []Outcome{o}
+	}
+	f := float64(done) / float64(in.Due)
+	o.Value, o.Pass = f, f >= r.Min
+	o.Text = fmt.Sprintf("%d of %d requests due were answered (%.2f%%, want >= %g%%)", done, in.Due, f*100, r.Min*100)
 	return []Outcome{o}
 }
 

@@ -219,3 +219,18 @@ func TestPercentileHTTPMax(t *testing.T) {
 		t.Errorf("summary %q", got)
 	}
 }
+
+func TestDelivered(t *testing.T) {
+	r := Set{Delivered{Min: 0.99}}
+	in := Input{Due: 1000, Ops: map[string]Op{"get": op(985, 5, spread(10, 0, ms_, ms_))}}
+	if v := r.Evaluate(in); !v.Pass {
+		t.Errorf("990 of 1000: %s", v.Summary())
+	}
+	in.Ops["get"] = op(980, 5, spread(10, 0, ms_, ms_))
+	if v := r.Evaluate(in); v.Pass || v.Summary() != "fail: 985 of 1000 requests due were answered (98.50%, want >= 99%)" {
+		t.Errorf("985 of 1000: %s", v.Summary())
+	}
+	if v := r.Evaluate(Input{Ops: in.Ops}); v.Pass {
+		t.Error("a closed-loop input passed the open-loop delivery rule")
+	}
+}

@@ -26,8 +26,8 @@ type Outcome struct {
 	Detail  []byte // the step's full record, JSON
 }
 
-// Exec runs one step at load value in phase and judges it.
-type Exec func(ctx context.Context, phase Phase, value float64) (Outcome, error)
+// Exec runs one step (its Seq, Phase and Value are set) and judges it.
+type Exec func(ctx context.Context, step Step) (Outcome, error)
 
 // Result is how a search ended.
 type Result struct {
@@ -67,8 +67,8 @@ func Run(ctx context.Context, c Config, log StepLog, exec Exec) (Result, error) 
 			res.Steps = hist
 			return res, err
 		}
-		start := time.Now()
-		out, err := exec(ctx, d.Phase, d.Value)
+		st := Step{Seq: len(hist), Phase: d.Phase, Value: d.Value, Started: time.Now()}
+		out, err := exec(ctx, st)
 		if err != nil {
 			res.Steps = hist
 			return res, fmt.Errorf("%s step %d at %g: %w", d.Phase, len(hist), d.Value, err)
@@ -77,8 +77,7 @@ func Run(ctx context.Context, c Config, log StepLog, exec Exec) (Result, error) 
 			res.Steps = hist
 			return res, ctx.Err()
 		}
-		st := Step{Seq: len(hist), Phase: d.Phase, Value: d.Value, Pass: out.Pass,
-			Started: start, Duration: time.Since(start), Summary: out.Summary, Detail: out.Detail}
+		st.Pass, st.Duration, st.Summary, st.Detail = out.Pass, time.Since(st.Started), out.Summary, out.Detail
 		if err := log.AddStep(context.WithoutCancel(ctx), st); err != nil {
 			return res, fmt.Errorf("storing search step %d: %w", st.Seq, err)
 		}

@@ -256,12 +256,12 @@ func TestRunResumes(t *testing.T) {
 	log := &MemLog{}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	exec := func(ctx context.Context, p Phase, v float64) (Outcome, error) {
+	exec := func(ctx context.Context, s Step) (Outcome, error) {
 		calls++
 		if calls == 7 {
 			cancel() // interrupted during the seventh step
 		}
-		return Outcome{Pass: judge(v), Summary: "x"}, nil
+		return Outcome{Pass: judge(s.Value), Summary: "x"}, nil
 	}
 	if _, err := Run(ctx, c, log, exec); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted Run: error %v, want context.Canceled", err)
@@ -293,7 +293,7 @@ func TestRunResumes(t *testing.T) {
 
 func TestRunExecError(t *testing.T) {
 	boom := errors.New("server died")
-	_, err := Run(context.Background(), Config{Start: 5}, nil, func(context.Context, Phase, float64) (Outcome, error) {
+	_, err := Run(context.Background(), Config{Start: 5}, nil, func(context.Context, Step) (Outcome, error) {
 		return Outcome{}, boom
 	})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "coarse step 0 at 5") {
