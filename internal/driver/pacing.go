@@ -170,8 +170,20 @@ type Pacer struct {
 
 // Wait paces after operation op, which started and ended at the given
 // times: it sleeps until the next operation is due and returns then, or
-// returns ctx's error when ctx ends first.
+// returns ctx's error when ctx ends first. The cycle is recorded as it
+// stands when Wait returns.
 func (p *Pacer) Wait(ctx context.Context, op string, started, ended time.Time) error {
+	delay, late, err := p.wait(ctx, op, started, ended)
+	if err != nil {
+		return err
+	}
+	p.record(started, ended, time.Now(), delay, late)
+	return nil
+}
+
+// wait draws the delay after op and sleeps until the next operation is
+// due; it returns the delay and whether the operation ran late.
+func (p *Pacer) wait(ctx context.Context, op string, started, ended time.Time) (time.Duration, bool, error) {
 	p.mu.Lock()
 	delay := p.pacing.Delay.Draw(p.rng)
 	p.mu.Unlock()
@@ -181,20 +193,23 @@ func (p *Pacer) Wait(ctx context.Context, op string, started, ended time.Time) e
 	}
 	delay = max(delay, minCycle)
 	due, late := schedule(p.pacing.Mode, started, ended, delay, time.Now())
-	now := time.Now()
-	if wait := due.Sub(now); wait > 0 {
+	if wait := time.Until(due); wait > 0 {
 		if err := sleep(ctx, wait); err != nil {
-			return err
+			return delay, late, err
 		}
-		now = time.Now()
-		p.col.lag(p.shard, started, now.Sub(due))
+		p.col.lag(p.shard, started, time.Since(due))
 	}
+	return delay, late, nil
+}
+
+// record files one cycle: the operation started and ended at the given
+// times and the next one started at next.
+func (p *Pacer) record(started, ended, next time.Time, delay time.Duration, late bool) {
 	from := started
 	if p.pacing.Mode == Think {
 		from = ended
 	}
-	p.col.cycle(p.shard, started, delay, now.Sub(from), late)
-	return nil
+	p.col.cycle(p.shard, started, delay, next.Sub(from), late)
 }
 
 // schedule applies the pacing rules to an operation that started and ended

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -89,12 +90,13 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 		// i-th request at the plan's (i*n+k)-th due time, approximately.
 		shift := time.Duration(float64(time.Second) / c.Plan.RateAt(0) * float64(sh.index))
 		lo, hi := sh.users(c.Connections)
-		var ticket atomic.Int64
+		tickets := make(chan ticket)
+		go pace(stopCtx, col, lo, sh.t0.Add(shift), end, plan, tickets)
 		for id := lo; id < hi; id++ {
 			wg.Add(1)
 			go func(id int) {
 				defer wg.Done()
-				if err := openWorker(stopCtx, c, f, col, id, sh.t0.Add(shift), end, plan, &ticket); err != nil {
+				if err := openWorker(stopCtx, c, f, col, id, tickets); err != nil {
 					setupFailed(err)
 				}
 			}(id)
@@ -102,6 +104,14 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 	}
 	wg.Wait()
 	r := col.result()
+	if c.Mode == Open {
+		// Requests due in the steady phase, from the plan: the ones the
+		// driver could not send before it stopped are due too, and late.
+		plan := c.Plan.Scale(1 / float64(sh.of))
+		start := sh.t0.Add(time.Duration(float64(time.Second) / c.Plan.RateAt(0) * float64(sh.index)))
+		r.Open.Due = dueIn(plan, col.steadyStart.Sub(start), col.steadyEnd.Sub(start))
+		r.Open.Late += max(0, r.Open.Due-r.Open.Sent)
+	}
 	mon.stop(r)
 	r.CPU = cpuTime() - cpu0
 	r.ProcessCPU = r.CPU
@@ -116,6 +126,19 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// dueIn is the number of a plan's requests due in [from, to), offsets from
+// the plan's start: request i is due at Offset(i), the time the plan's count
+// reaches i, so ceil(Count(t)) requests are due before t.
+func dueIn(p Plan, from, to time.Duration) int64 {
+	count := func(t time.Duration) int64 {
+		if t <= 0 {
+			return 0
+		}
+		return int64(math.Ceil(p.Count(t) - 1e-9))
+	}
+	return count(to) - count(from)
 }
 
 // describe fills in what the result says about its settings.
@@ -168,26 +191,40 @@ func closedUser(ctx context.Context, c Config, f Factory, col *collector, id int
 		_ = r.Run(userCtx, rec, p)
 		return nil
 	}
+	// A cycle is filed when the next operation starts, so that the achieved
+	// cycle is start to start (or end to start), whatever delayed the user.
+	type pending struct {
+		started, ended time.Time
+		delay          time.Duration
+		late           bool
+	}
+	var prev *pending
 	for userCtx.Err() == nil {
 		op, fn := u.Next()
 		started := time.Now()
+		if prev != nil {
+			p.record(prev.started, prev.ended, started, prev.delay, prev.late)
+		}
 		err := fn(ctx) // in flight at end: it may finish within the drain
 		ended := time.Now()
 		col.record(id, op, started, started, ended, err)
-		if p.Wait(userCtx, op, started, ended) != nil {
+		delay, late, werr := p.wait(userCtx, op, started, ended)
+		if werr != nil {
 			return nil
 		}
+		prev = &pending{started, ended, delay, late}
 	}
 	return nil
 }
 
-// openWorker is one open-loop worker: it takes the next due request from
-// the shared ticket counter, waits until it is due, sends it, and records
-// its latency from the due time.
-func openWorker(ctx context.Context, c Config, f Factory, col *collector, id int, t0, end time.Time, plan Plan, ticket *atomic.Int64) error {
+// openWorker is one open-loop worker: it takes the next request the pacer
+// releases, sends it, and records its latency from the due time.
+func openWorker(ctx context.Context, c Config, f Factory, col *collector, id int, tickets <-chan ticket) error {
 	rng := userRNG(c.Seed, id)
 	u, err := f.NewUser(ctx, id, rng)
 	if err != nil {
+		// Drain this worker's share of nothing: the other workers take the
+		// tickets.
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -196,25 +233,12 @@ func openWorker(ctx context.Context, c Config, f Factory, col *collector, id int
 	if cl, ok := u.(Closer); ok {
 		defer cl.Close()
 	}
-	total := end.Sub(t0)
-	for ctx.Err() == nil {
-		i := ticket.Add(1) - 1
-		off := plan.Offset(i)
-		if off >= total {
-			return nil
-		}
-		due := t0.Add(off)
-		if wait := time.Until(due); wait > 0 {
-			if sleep(ctx, wait) != nil {
-				return nil
-			}
-			col.lag(id, due, time.Since(due))
-		}
+	for tk := range tickets {
 		sent := time.Now()
-		col.due(id, due, sent)
+		col.due(id, tk.due, sent)
 		op, fn := u.Next()
 		err := fn(ctx)
-		col.record(id, op, due, sent, time.Now(), err)
+		col.record(id, op, tk.due, sent, time.Now(), err)
 	}
 	return nil
 }

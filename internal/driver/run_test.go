@@ -98,8 +98,10 @@ func TestClosedLoopLateNoCatchUp(t *testing.T) {
 	if r.Cycle.Late != r.Cycle.N || r.Cycle.N == 0 {
 		t.Errorf("%d of %d cycles late, want all", r.Cycle.Late, r.Cycle.N)
 	}
-	within(t, "achieved cycle (ms)", float64(r.Cycle.MeanAchieved())/1e6, 30, 0.3)
-	within(t, "operations", float64(r.Ops["work"].Count), 5*600/30, 0.25)
+	// The achieved cycle is the operation's own length, not the target's.
+	op := r.Ops["work"].Latency.Mean()
+	within(t, "achieved cycle over the operation's length", float64(r.Cycle.MeanAchieved())/float64(op), 1, 0.2)
+	within(t, "operations", float64(r.Ops["work"].Count), 5*float64(600*time.Millisecond)/float64(r.Cycle.MeanAchieved()), 0.2)
 	v := qos.Set{qos.CycleTime{Tolerance: 0.02}}.Evaluate(r.QoS())
 	if v.Pass {
 		t.Errorf("a cycle of %v against %v passed Faban's cycle rule", r.Cycle.MeanAchieved(), r.Cycle.MeanTarget())
@@ -117,9 +119,16 @@ func TestClosedLoopThinkTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Think time counts from the end: one operation per 20 ms per user.
-	within(t, "operations", float64(r.Ops["work"].Count), 4*800/20, 0.2)
-	within(t, "achieved think (ms)", float64(r.Cycle.MeanAchieved())/1e6, 10, 0.3)
+	// Think time counts from the end: one operation per (operation + think)
+	// per user, about 20 ms on a quiet machine; the think time as run is the
+	// 10 ms plus the wake-up lag.
+	// (The users' cycles cannot add up to more than their time in the
+	// steady phase; on a loaded machine a starved goroutine loses some.)
+	op, think := r.Ops["work"].Latency.Mean(), r.Cycle.MeanAchieved()
+	if busy := time.Duration(r.Ops["work"].Count) * (op + think); busy > 4*800*time.Millisecond*21/20 || busy < 4*800*time.Millisecond/2 {
+		t.Errorf("%d operations of %v plus %v think: %v of the users' 3.2 s", r.Ops["work"].Count, op, think, busy)
+	}
+	within(t, "achieved think (ms)", float64(think)/1e6, float64(10*time.Millisecond+r.Lag.Mean())/1e6, 0.1)
 	if r.Cycle.Late != 0 {
 		t.Errorf("%d late cycles in think-time pacing", r.Cycle.Late)
 	}
@@ -185,8 +194,16 @@ func TestSelfPacedUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 users x 2 loops x 500 ms / 10 ms.
-	within(t, "polls", float64(r.Ops["poll"].Count), 300, 0.2)
+	// 3 users x 2 loops x 500 ms / 10 ms: at most 300 polls (the pacing
+	// holds them back), fewer on a loaded machine; each loop's cycles are
+	// filed when its Wait returns.
+	if n := r.Ops["poll"].Count; n > 310 || n < 100 {
+		t.Errorf("%d polls, want up to 300", n)
+	}
+	within(t, "cycles filed", float64(r.Cycle.N), float64(r.Ops["poll"].Count), 0.05)
+	if r.Cycle.MeanAchieved() < 10*time.Millisecond || r.Cycle.MeanTarget() != 10*time.Millisecond {
+		t.Errorf("cycle %v, target %v", r.Cycle.MeanAchieved(), r.Cycle.MeanTarget())
+	}
 	if f := r.Ops["poll"].Failed(); f != 0 {
 		t.Errorf("%d polls failed (cut-off ones must be unfinished, not failed): %v", f, r.Ops["poll"].Examples)
 	}
@@ -239,17 +256,19 @@ func TestOpenLoopCoordinatedOmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := r.Ops["work"]
-	if s := w.Service.Quantile(0.99); s < 20*time.Millisecond || s > 60*time.Millisecond {
-		t.Errorf("service time p99 %v, want about 20ms", s)
+	if s := w.Service.Quantile(0.5); s < 20*time.Millisecond || s > 60*time.Millisecond {
+		t.Errorf("service time p50 %v, want about 20ms", s)
 	}
 	if l := w.Latency.Quantile(0.99); l < 300*time.Millisecond {
 		t.Errorf("latency from the due time p99 %v: the queue is hidden", l)
 	}
-	if r.Open.Late < r.Open.Due/2 {
-		t.Errorf("%d of %d requests late", r.Open.Late, r.Open.Due)
+	// The plan made 100 requests due; about 50 could be sent, and the rest
+	// count as late.
+	if r.Open.Due != 100 || r.Open.Sent > 60 || r.Open.Late < 90 {
+		t.Errorf("%d due, %d sent, %d late; want 100 due, about 50 sent, nearly all late", r.Open.Due, r.Open.Sent, r.Open.Late)
 	}
-	if w.Unfinished == 0 && w.Count+w.Failed() >= r.Open.Due {
-		t.Errorf("all %d due requests done in time by a server at half the rate", r.Open.Due)
+	if v := (qos.Set{qos.Delivered{Min: 0.99}}).Evaluate(r.QoS()); v.Pass {
+		t.Errorf("a server at half the rate passed the delivery rule: %s", v.Summary())
 	}
 	// The driver slept on time whenever it slept: it is not the bottleneck.
 	sat := r.Saturation(Limits{})

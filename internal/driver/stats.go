@@ -92,15 +92,20 @@ func (c *CycleStats) add(o CycleStats) {
 
 // OpenStats are an open-loop plan's requests due in the steady phase.
 type OpenStats struct {
+	// Due is how many requests the plan made due in the steady phase,
+	// whether or not they could be sent.
 	Due int64 `json:"due"`
+	// Sent is how many of them were sent before the driver stopped.
+	Sent int64 `json:"sent"`
 	// Late counts requests sent more than LateAfter after they were due
-	// (every worker busy, or the driver behind its plan). Their latency is
-	// still timed from the due time.
+	// (every worker busy, or the driver behind its plan), and those never
+	// sent. The latency of the sent ones is still timed from the due time.
 	Late int64 `json:"late"`
 }
 
 func (o *OpenStats) add(p OpenStats) {
 	o.Due += p.Due
+	o.Sent += p.Sent
 	o.Late += p.Late
 }
 
@@ -194,13 +199,14 @@ func (c *collector) record(shardIdx int, op string, intended, sent, end time.Tim
 }
 
 // due records an open-loop request due at intended and sent at sent.
+// (The requests due are counted from the plan, sent or not: dueIn.)
 func (c *collector) due(shardIdx int, intended, sent time.Time) {
 	if !c.steady(intended) {
 		return
 	}
 	s := c.shard(shardIdx)
 	s.mu.Lock()
-	s.open.Due++
+	s.open.Sent++
 	if sent.Sub(intended) > c.lateAfter {
 		s.open.Late++
 	}

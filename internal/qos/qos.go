@@ -14,6 +14,7 @@
 package qos
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -58,6 +59,37 @@ type Outcome struct {
 	Unit  string  `json:"unit"`
 	// Text says it in one line: "Login p90 212ms <= 250ms".
 	Text string `json:"text"`
+}
+
+// MarshalJSON writes a NaN value (nothing to measure) as null.
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	type plain Outcome
+	var v *float64
+	if !math.IsNaN(o.Value) {
+		v = &o.Value
+	}
+	return json.Marshal(struct {
+		plain
+		Value *float64 `json:"value"`
+	}{plain(o), v})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, null as NaN.
+func (o *Outcome) UnmarshalJSON(b []byte) error {
+	type plain Outcome
+	var x struct {
+		plain
+		Value *float64 `json:"value"`
+	}
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*o = Outcome(x.plain)
+	o.Value = math.NaN()
+	if x.Value != nil {
+		o.Value = *x.Value
+	}
+	return nil
 }
 
 // Verdict is a rule set's judgement of one trial.

@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"encoding/json"
 	"math"
 	"sort"
 	"strings"
@@ -232,5 +233,20 @@ func TestDelivered(t *testing.T) {
 	}
 	if v := r.Evaluate(Input{Ops: in.Ops}); v.Pass {
 		t.Error("a closed-loop input passed the open-loop delivery rule")
+	}
+}
+
+func TestOutcomeJSON(t *testing.T) {
+	v := Set{Percentile{Q: 0.99, Limits: map[string]time.Duration{"get": ms_}}}.Evaluate(Input{Ops: map[string]Op{}})
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("a verdict with nothing measured does not encode: %v", err)
+	}
+	var back Verdict
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(back.Outcomes[0].Value) || back.Outcomes[0].Text != v.Outcomes[0].Text || back.Outcomes[0].Limit != 1 {
+		t.Errorf("round trip: %s -> %+v", b, back)
 	}
 }
