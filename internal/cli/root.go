@@ -19,6 +19,7 @@ import (
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/internal/workload/fio"
+	"github.com/nearnative/nearnative/internal/workload/httpmax"
 	"github.com/nearnative/nearnative/internal/workload/icc"
 	"github.com/nearnative/nearnative/internal/workload/linpack"
 	"github.com/nearnative/nearnative/internal/workload/redis"
@@ -58,7 +59,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, httpmax.Workload{})
 }
 
 type app struct {
