@@ -11,6 +11,10 @@
 // pass or the worst fail (an upward step shrinks to half their gap, a
 // downward one to three quarters of it); it stops when min-fail - max-pass is
 // below the tolerance (1%) of min-fail, and verifies at max-pass.
+//
+// apps.md does not say what to do when the very first load fails; here the
+// coarse ramp then runs downwards (dividing by the same factor) to a first
+// pass, and the fine search starts 10% below the lowest failure above it.
 package search
 
 import (
@@ -231,12 +235,22 @@ func replay(c Config, hist []Step) (state, error) {
 			if s.coarseDone {
 				return s, fmt.Errorf("%w: coarse step %d after the ramp ended", ErrHistory, i)
 			}
+			// The ramp goes up while it passes and down while it fails; it
+			// ends at the first change, with the lowest failure above the
+			// passes as the first failure.
 			if h.Pass {
 				s.pass(h.Value)
+				if s.hasFail {
+					s.coarseDone, s.firstFail = true, s.minFail
+				}
 			} else {
 				s.fail(h.Value)
-				s.coarseDone, s.firstFail = true, h.Value
-				s.step = c.Step * h.Value
+				if s.hasPass {
+					s.coarseDone, s.firstFail = true, h.Value
+				}
+			}
+			if s.coarseDone {
+				s.step = c.Step * s.firstFail
 			}
 		case Fine, Verify:
 			if !s.coarseDone {
@@ -294,6 +308,16 @@ func Next(c Config, hist []Step) (Decision, error) {
 	}
 	if !s.coarseDone {
 		v := s.last.Value
+		if !s.last.Pass { // everything failed so far: ramp down
+			if v <= c.Min || c.Integer && v <= 1 {
+				return done(ReasonMinFailed), nil
+			}
+			next := c.round(v / c.Factor)
+			if next >= v {
+				next = v - 1
+			}
+			return Decision{Phase: Coarse, Value: math.Max(next, c.Min)}, nil
+		}
 		if c.Max > 0 && v >= c.Max {
 			return done(ReasonMaxPassed), nil
 		}

@@ -87,19 +87,28 @@ func TestNextScripted(t *testing.T) {
 			// would reach 20000, so the move is half the gap
 			{Fine, 19500}},
 	}, {
-		name:  "the first load fails: step down from it",
+		// The first load fails: the coarse ramp runs down to a first pass,
+		// and the fine search starts 10% below the failure above it.
+		name:  "the first load fails: ramp down",
 		cfg:   Config{Start: 100, Min: 10},
 		judge: threshold(50),
-		steps: []want{{Coarse, 100}, {Fine, 90}, {Fine, 85},
+		steps: []want{{Coarse, 100}, {Coarse, 50}, {Fine, 90}, {Fine, 85},
 			// two fails in a row: the step grows from 5 to 7.5
 			{Fine, 77.5}, {Fine, 70},
 			// two more fails: 7.5 -> 11.25
-			{Fine, 58.75}, {Fine, 47.5}},
+			{Fine, 58.75},
+			// 47.5 would cross the pass at 50: three quarters of the gap down
+			{Fine, 52.1875}},
+	}, {
+		name:  "ramp down several times",
+		cfg:   Config{Start: 1000},
+		judge: threshold(100),
+		steps: []want{{Coarse, 1000}, {Coarse, 500}, {Coarse, 250}, {Coarse, 125}, {Coarse, 62.5}, {Fine, 112.5}},
 	}, {
 		name:  "nothing passes down to the minimum",
 		cfg:   Config{Start: 100, Min: 80, Step: 0.1},
 		judge: threshold(10),
-		steps: []want{{Coarse, 100}, {Fine, 90}, {Fine, 80}},
+		steps: []want{{Coarse, 100}, {Coarse, 80}},
 		found: false, why: ReasonMinFailed,
 	}, {
 		name:  "the maximum passes",
@@ -160,7 +169,7 @@ func TestNextScripted(t *testing.T) {
 // result passes, and is within the tolerance of the true limit.
 func TestNextConverges(t *testing.T) {
 	for _, tol := range []float64{0.01, 0.05} {
-		for limit := 137.0; limit < 200000; limit *= 1.37 {
+		for limit := 3.7; limit < 200000; limit *= 1.37 { // below and above the start
 			c := Config{Start: 100, Tolerance: tol}
 			hist, d := drive(t, c, threshold(limit))
 			if !d.Found || d.Reason != ReasonVerified {
@@ -236,7 +245,7 @@ func TestNextBadHistory(t *testing.T) {
 		{{Seq: 1, Phase: Coarse, Value: 10}},
 		{{Seq: 0, Phase: Fine, Value: 10}},
 		{{Seq: 0, Phase: Coarse, Value: 10}, {Seq: 1, Phase: "sideways", Value: 10}},
-		{{Seq: 0, Phase: Coarse, Value: 10}, {Seq: 1, Phase: Coarse, Value: 20}, {Seq: 2, Phase: Coarse, Value: 40, Pass: true}},
+		{{Seq: 0, Phase: Coarse, Value: 10, Pass: true}, {Seq: 1, Phase: Coarse, Value: 20}, {Seq: 2, Phase: Coarse, Value: 40, Pass: true}},
 		{{Seq: 0, Phase: Coarse, Value: -3}},
 	}
 	for i, h := range tests {
