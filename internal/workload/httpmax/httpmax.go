@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,8 @@ const (
 	readyTimeout = 30 * time.Second
 	stepPause    = 200 * time.Millisecond // between steps: the server drains
 	drain        = 500 * time.Millisecond // in-flight requests at a step's end
+	// requestTimeout fails a request nginx has not answered in this long.
+	requestTimeout = 5 * time.Second
 )
 
 // OpenLoopNote goes with every trial.
@@ -168,7 +171,7 @@ func (in *Instance) driverConfig(st search.Step, url string, decide time.Duratio
 	c := driver.Config{
 		Behaviour: httpc.GetBehaviour,
 		Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: strconv.Itoa(in.pageBytes),
-			httpc.ParamTimeout: (10 * in.limit).String()},
+			httpc.ParamTimeout: requestTimeout.String()},
 		Mode: driver.Open, Plan: driver.Constant(st.Value), Connections: in.connections,
 		Phases:  driver.Phases{RampUp: in.warmup, Steady: decide},
 		Drain:   drain,
@@ -236,12 +239,14 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
 		return in.step(ctx, t, st, url, cpuRep)
 	}
-	sr, err := search.Run(ctx, in.search, t.Steps, exec)
+	cfg := in.searchConfig(t.Duration)
+	sr, err := search.Run(ctx, cfg, t.Steps, exec)
 	if err != nil {
 		return res, err
 	}
 	if !sr.Found {
-		return res, fmt.Errorf("no request rate met p99 <= %v (down to %g/s): %s", in.limit, in.search.Min, lastSummary(sr.Steps))
+		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval holds fewer than %d requests, too few for a p99): %s",
+			in.limit, cfg.Min, minSamples, lastSummary(sr.Steps))
 	}
 	last := sr.Steps[len(sr.Steps)-1]
 	var d stepDetail
@@ -274,6 +279,24 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late, machine busy %.0f%%",
 		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100))
 	return res, nil
+}
+
+// minSamples is the fewest requests a decision interval must hold: the 99th
+// percentile of fewer is their maximum.
+const minSamples = 100
+
+// searchConfig is the search of a trial whose decision interval is decide:
+// no rate is tried below the one that gives the shortest interval
+// minSamples requests.
+func (in *Instance) searchConfig(decide time.Duration) search.Config {
+	c := in.search
+	shortest := min(in.coarse, decide)
+	c.Min = math.Max(c.Min, math.Ceil(minSamples/shortest.Seconds()))
+	c.Start = math.Max(c.Start, c.Min)
+	if c.Max > 0 {
+		c.Max = math.Max(c.Max, c.Start)
+	}
+	return c
 }
 
 // step runs the driver at one rate and judges it.
@@ -415,8 +438,9 @@ func logTail(t workload.Trial, n int) string {
 // searchNote says how the search ran, and where its settings are coarser
 // than Weathervane's (as --quick makes them).
 func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
-	n := fmt.Sprintf("find-max: p99 <= %v, failures <= %g%%, >= %g%% of due requests answered; coarse ramp from %g req/s doubling, %v decision intervals; then fine steps with %v decision intervals to within %g%%, verified at the best pass; %v of load before each decision; %d steps",
-		in.limit, maxFailures*100, minDelivered*100, in.search.Start, min(in.coarse, t.Duration), t.Duration,
+	cfg := in.searchConfig(t.Duration)
+	n := fmt.Sprintf("find-max: p99 <= %v, failures <= %g%%, >= %g%% of due requests answered; coarse ramp from %g req/s doubling (halving while it fails, not below %g req/s: %d requests per decision), %v decision intervals; then fine steps with %v decision intervals to within %g%%, verified at the best pass; %v of load before each decision; %d steps",
+		in.limit, maxFailures*100, minDelivered*100, cfg.Start, cfg.Min, minSamples, min(in.coarse, t.Duration), t.Duration,
 		in.search.Tolerance*100, in.warmup, len(sr.Steps))
 	if in.search.Tolerance > search.DefaultTolerance {
 		n += fmt.Sprintf(" (coarser than Weathervane's %g%%: a quick search)", search.DefaultTolerance*100)

@@ -120,3 +120,20 @@ func TestRules(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFloor: no rate is tried at which the shortest decision interval
+// holds fewer than 100 requests.
+func TestSearchFloor(t *testing.T) {
+	in, _ := newInstance(t, map[string]string{"start_rate": "50"}, true) // coarse 500ms
+	c := in.searchConfig(time.Second)
+	if c.Min != 200 || c.Start != 200 {
+		t.Errorf("quick, 1 s trials: min %g start %g, want 200 (100 requests in a 0.5 s coarse step)", c.Min, c.Start)
+	}
+	in, _ = newInstance(t, nil, false) // coarse 2s
+	if c := in.searchConfig(5 * time.Second); c.Min != 50 || c.Start != 1000 {
+		t.Errorf("full: min %g start %g, want 50 and 1000", c.Min, c.Start)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -70,17 +70,27 @@ func page(n int) []byte {
 }
 
 // spec is the nginx server on the platform.
-func (in *Instance) spec() platform.Spec {
+func (in *Instance) spec() platform.Spec { return Spec(in.pageBytes, in.workers) }
+
+// Spec is nginx serving a static page of pageBytes at PagePath on its port
+// "http", with worker_processes workers (auto or a count). The driver
+// cross-check (bench/driverbench) starts the same server.
+func Spec(pageBytes int, workers string) platform.Spec {
 	return platform.Spec{
 		Name:  "nginx",
 		Ports: []string{"http"},
-		Files: []platform.File{{Path: "www/index.html", Content: page(in.pageBytes)}},
+		Files: []platform.File{{Path: "www/index.html", Content: page(pageBytes)}},
 		Command: func(l platform.Listen) []string {
-			conf := fmt.Sprintf(nginxConf, in.workers, l.Dir, l.Host, l.Port("http"))
+			conf := fmt.Sprintf(nginxConf, workers, l.Dir, l.Host, l.Port("http"))
 			return []string{"sh", "-c", `printf '%s' "$1" > "$2/nginx.conf" && exec nginx -p "$2" -c "$2/nginx.conf" -e stderr`,
 				"nginx-start", conf, l.Dir}
 		},
 	}
+}
+
+// WaitReady GETs url until nginx serves the whole page of size bytes.
+func WaitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
+	return waitReady(ctx, url, size, timeout)
 }
 
 // waitReady GETs the page until nginx serves it whole: an open port is not
