@@ -141,7 +141,7 @@ with a 95% confidence interval.`,
 	root.AddCommand(
 		a.versionCmd(), a.doctorCmd(), a.platformsCmd(), a.imageCmd(), a.cleanupCmd(),
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
-		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.driverChildCmd(),
+		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err != nil && isUsageError(err) {
