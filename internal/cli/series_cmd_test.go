@@ -51,7 +51,9 @@ func TestSeriesCommand(t *testing.T) {
 	var found bool
 	for _, tr := range doc.Trials {
 		if tr.Round == 1 && tr.Platform == "native" {
-			var d struct{ P99 float64 `json:"p99_ms"` }
+			var d struct {
+				P99 float64 `json:"p99_ms"`
+			}
 			found = len(tr.Steps) == 1 && tr.Steps[0].Value == 1000 && json.Unmarshal(tr.Steps[0].Detail, &d) == nil && d.P99 == 1.5 &&
 				len(tr.Series) == 1 && tr.Series[0].Count == 999
 		} else if len(tr.Steps) != 0 || len(tr.Series) != 0 {

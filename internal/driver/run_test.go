@@ -441,7 +441,7 @@ func TestSaturation(t *testing.T) {
 			[]string{"woke up to 5ms late", "5.0% of the requests due were sent late"}},
 		{"late but on time", Result{CPU: time.Second, Wall: 10 * time.Second, CPUs: 2, Lag: quiet, Open: OpenStats{Due: 1000, Late: 500}}, nil},
 		{"fds", Result{Lag: quiet, FDs: 900, FDLimit: 1024}, []string{"file descriptors peaked at 900 of the limit 1024"}},
-		{"ports", Result{Lag: quiet, Ports: 27000, PortRange: 28000}, []string{"ephemeral ports peaked at 27000"}},
+		{"ports", Result{Lag: quiet, Ports: 27000, PortRange: 28000}, []string{"peaked at 27000, against 28000 ephemeral ports"}},
 	}
 	for _, tc := range tests {
 		s := tc.r.Saturation(Limits{})
@@ -492,5 +492,15 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
+	}
+}
+
+func TestSockstat(t *testing.T) {
+	s := "sockets: used 1091\nTCP: inuse 1048 orphan 0 tw 20417 alloc 1048 mem 139\nUDP: inuse 0 mem 0\n"
+	if n := sockstatTCP(s); n != 1048+20417 {
+		t.Errorf("sockstat: %d", n)
+	}
+	if n := sockstatTCP("TCP6: inuse 3\nUDP6: inuse 9\n"); n != 3 {
+		t.Errorf("sockstat6: %d", n)
 	}
 }

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -108,7 +107,7 @@ func (r *Result) Saturation(l Limits) Saturation {
 		add("file descriptors peaked at %d of the limit %d", r.FDs, r.FDLimit)
 	}
 	if s.PortShare >= l.PortShare {
-		add("sockets on ephemeral ports peaked at %d of the %d in the range", r.Ports, r.PortRange)
+		add("TCP sockets in use or in TIME_WAIT on this machine peaked at %d, against %d ephemeral ports", r.Ports, r.PortRange)
 	}
 	return s
 }
@@ -212,35 +211,42 @@ func portRange() (lo, hi int) {
 	return lo, hi
 }
 
-// countEphemeral counts TCP sockets of this network namespace whose local
-// port is in the ephemeral range (every state, TIME_WAIT included).
+// countEphemeral estimates the TCP sockets holding local ports: those in
+// use and in TIME_WAIT, IPv4 and IPv6, from /proc/net/sockstat*, whose cost
+// does not grow with the number of sockets (reading /proc/net/tcp with tens
+// of thousands of TIME_WAIT entries took a fifth of the driver's CPU). It
+// counts listening and accepted sockets too, so it is an upper bound of the
+// ephemeral ports in use.
 func countEphemeral(lo, hi int) int {
 	if hi < lo || lo <= 0 {
 		return 0
 	}
 	n := 0
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		fh, err := os.Open(f)
+	for _, f := range []string{"/proc/net/sockstat", "/proc/net/sockstat6"} {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Scan() // header
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 2 {
-				continue
-			}
-			_, portHex, ok := strings.Cut(fields[1], ":")
-			if !ok {
-				continue
-			}
-			p, err := strconv.ParseUint(portHex, 16, 32)
-			if err == nil && int(p) >= lo && int(p) <= hi {
-				n++
+		n += sockstatTCP(string(b))
+	}
+	return n
+}
+
+// sockstatTCP adds the "inuse" and "tw" counts of the TCP line of a
+// /proc/net/sockstat file ("TCP: inuse 5 orphan 0 tw 2 alloc 7 mem 1").
+func sockstatTCP(s string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "TCP:" && fields[0] != "TCP6:" {
+			continue
+		}
+		for i := 1; i+1 < len(fields); i += 2 {
+			if fields[i] == "inuse" || fields[i] == "tw" {
+				v, _ := strconv.Atoi(fields[i+1])
+				n += v
 			}
 		}
-		fh.Close()
 	}
 	return n
 }
