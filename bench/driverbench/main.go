@@ -11,7 +11,11 @@
 //     event loop per thread, closed loop), hey (Go net/http, closed loop)
 //     and nearnative's closed-loop driver with zero think time.
 //
-// Runs are interleaved (the tools' order alternates per repetition) and the
+// Ours runs with both HTTP clients of the http-get behaviour: net/http,
+// hey's client, shows whether the timing agrees with hey's; fasthttp is what
+// http-max uses.
+//
+// Runs are interleaved (the tools' order rotates per repetition) and the
 // table is printed as Markdown for BENCH.md:
 //
 //	go run ./bench/driverbench -rates 1000,4000 -duration 10s -reps 3
@@ -133,51 +137,49 @@ func fromHist(h *driver.Hist) pcts {
 	return pcts{ms(h.Quantile(0.5)), ms(h.Quantile(0.9)), ms(h.Quantile(0.99))}
 }
 
-// paced runs hey -q and our open loop at each rate.
+// ourOpen runs our open loop at rate with the given HTTP client.
+func ourOpen(ctx context.Context, o options, url, client string, rate float64) (*driver.Result, error) {
+	c := driver.Config{Behaviour: httpc.GetBehaviour,
+		Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: "4096", httpc.ParamClient: client},
+		Mode:   driver.Open, Plan: driver.Constant(rate), Connections: o.conns,
+		Phases: driver.Phases{RampUp: time.Second, Steady: o.duration}}
+	r, err := driver.Run(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if r.Ops[httpc.GetOp] == nil {
+		return nil, errors.New("our driver answered nothing")
+	}
+	return r, nil
+}
+
+// paced runs hey -q and our open loop (with net/http, hey's client, and
+// with fasthttp, http-max's) at each rate, in a rotating order.
 func paced(ctx context.Context, o options, id runid.ID, url string) error {
 	fmt.Printf("### Equal rates: latency p50 / p90 / p99 (ms), %d connections, %v runs\n\n", o.conns, o.duration)
-	fmt.Println("| rate (req/s) | rep | hey -q: from send | ours: from send (service) | ours: from due | ratio ours/hey p50, p90, p99 | answered/s hey, ours | late sends (ours) | driver CPU hey, ours |")
+	fmt.Println("| rate (req/s) | rep | hey -q (net/http): from send | ours, net/http: from send | ours, fasthttp: from send | ours, fasthttp: from due | ours net/http / hey, p50 p90 p99 | answered/s: hey, ours net/http, ours fasthttp | driver CPU s: hey, net/http, fasthttp |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, rate := range o.rates {
 		for rep := 0; rep < o.reps; rep++ {
-			var hey, svc, due pcts
-			var heyRate, ourRate float64
-			var heyCPU, ourCPU time.Duration
-			var late, dueN int64
-			runHey := func() error {
-				var err error
-				hey, heyRate, heyCPU, err = heyPaced(ctx, o, id, url, rate, rep)
-				return err
+			var hey pcts
+			var heyRate float64
+			var heyCPU time.Duration
+			var net, fast *driver.Result
+			runs := []func() error{
+				func() (err error) { hey, heyRate, heyCPU, err = heyPaced(ctx, o, id, url, rate, rep); return err },
+				func() (err error) { net, err = ourOpen(ctx, o, url, "nethttp", rate); return err },
+				func() (err error) { fast, err = ourOpen(ctx, o, url, "fasthttp", rate); return err },
 			}
-			runOurs := func() error {
-				c := driver.Config{Behaviour: httpc.GetBehaviour, Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: "4096"},
-					Mode: driver.Open, Plan: driver.Constant(rate), Connections: o.conns,
-					Phases: driver.Phases{RampUp: time.Second, Steady: o.duration}}
-				r, err := driver.Run(ctx, c)
-				if err != nil {
+			for k := range runs {
+				if err := runs[(k+rep)%len(runs)](); err != nil {
 					return err
 				}
-				g := r.Ops[httpc.GetOp]
-				if g == nil {
-					return errors.New("our driver answered nothing")
-				}
-				svc, due = fromHist(g.Service), fromHist(g.Latency)
-				ourRate, ourCPU, late, dueN = r.Throughput(), r.CPU, r.Open.Late, r.Open.Due
-				return nil
 			}
-			first, second := runHey, runOurs
-			if rep%2 == 1 {
-				first, second = runOurs, runHey
-			}
-			if err := first(); err != nil {
-				return err
-			}
-			if err := second(); err != nil {
-				return err
-			}
-			fmt.Printf("| %.0f | %d | %s | %s | %s | %.2f, %.2f, %.2f | %.0f, %.0f | %d of %d | %.2fs, %.2fs |\n",
-				rate, rep+1, hey, svc, due, svc.p50/hey.p50, svc.p90/hey.p90, svc.p99/hey.p99, heyRate, ourRate, late, dueN,
-				heyCPU.Seconds(), ourCPU.Seconds())
+			ns, fs := fromHist(net.Ops[httpc.GetOp].Service), fromHist(fast.Ops[httpc.GetOp].Service)
+			fd := fromHist(fast.Ops[httpc.GetOp].Latency)
+			fmt.Printf("| %.0f | %d | %s | %s | %s | %s | %.2f %.2f %.2f | %.0f, %.0f, %.0f | %.2f, %.2f, %.2f |\n",
+				rate, rep+1, hey, ns, fs, fd, ns.p50/hey.p50, ns.p90/hey.p90, ns.p99/hey.p99,
+				heyRate, net.Throughput(), fast.Throughput(), heyCPU.Seconds(), net.CPU.Seconds(), fast.CPU.Seconds())
 		}
 	}
 	fmt.Println()
@@ -273,27 +275,12 @@ func fullSpeed(ctx context.Context, o options, id runid.ID, url string) error {
 			n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 			return n, cr.Wall, cr.CPU, nil
 		}},
-		{"nearnative closed loop, think 0", func(rep int) (int64, time.Duration, time.Duration, error) {
-			c := driver.Config{Behaviour: httpc.GetBehaviour, Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: "4096"},
-				Mode: driver.Closed, Users: o.conns, Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
-				Phases: driver.Phases{Steady: o.duration}}
-			r, err := driver.Run(ctx, c)
-			if err != nil {
-				return 0, 0, 0, err
-			}
-			var n int64
-			for _, p := range r.Points() {
-				n += p.Count
-			}
-			return n, r.Wall, r.CPU, nil
-		}},
+		{"nearnative closed loop, think 0, fasthttp", ourClosed(ctx, o, url, "fasthttp")},
+		{"nearnative closed loop, think 0, net/http", ourClosed(ctx, o, url, "nethttp")},
 	}
 	for rep := 0; rep < o.reps; rep++ {
-		order := tools
-		if rep%2 == 1 {
-			order = []tool{tools[2], tools[1], tools[0]}
-		}
-		for _, t := range order {
+		for k := range tools {
+			t := tools[(k+rep)%len(tools)]
 			n, wall, cpu, err := t.run(rep)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
@@ -302,6 +289,24 @@ func fullSpeed(ctx context.Context, o options, id runid.ID, url string) error {
 		}
 	}
 	return nil
+}
+
+// ourClosed is our closed loop at full speed (think time 0) with client.
+func ourClosed(ctx context.Context, o options, url, client string) func(int) (int64, time.Duration, time.Duration, error) {
+	return func(int) (int64, time.Duration, time.Duration, error) {
+		c := driver.Config{Behaviour: httpc.GetBehaviour, Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: "4096", httpc.ParamClient: client},
+			Mode: driver.Closed, Users: o.conns, Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
+			Phases: driver.Phases{Steady: o.duration}}
+		r, err := driver.Run(ctx, c)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		var n int64
+		for _, p := range r.Points() {
+			n += p.Count
+		}
+		return n, r.Wall, r.CPU, nil
+	}
 }
 
 func loadavg() string {

@@ -31,9 +31,13 @@ const (
 	ParamURL     = "url"     // required: http://host:port/path
 	ParamBytes   = "bytes"   // when set, the body length every response must have
 	ParamTimeout = "timeout" // per request, default 10s
+	// ParamClient picks the HTTP client: fasthttp (default) or nethttp
+	// (net/http, the client hey uses, for cross-checks).
+	ParamClient = "client"
 )
 
 type getFactory struct {
+	nethttp bool
 	url     string
 	host    string // host:port
 	bytes   int64
@@ -54,6 +58,13 @@ func newGetFactory(p map[string]string) (driver.Factory, error) {
 			return nil, fmt.Errorf("parameter %s %q: want a byte count", ParamBytes, s)
 		}
 	}
+	switch p[ParamClient] {
+	case "", "fasthttp":
+	case "nethttp":
+		f.nethttp = true
+	default:
+		return nil, fmt.Errorf("parameter %s %q: want fasthttp or nethttp", ParamClient, p[ParamClient])
+	}
 	if s := p[ParamTimeout]; s != "" {
 		if f.timeout, err = time.ParseDuration(s); err != nil || f.timeout <= 0 {
 			return nil, fmt.Errorf("parameter %s %q: want a positive duration", ParamTimeout, s)
@@ -66,6 +77,15 @@ func (f *getFactory) Ops() []string { return []string{GetOp} }
 func (f *getFactory) Close() error  { return nil }
 
 func (f *getFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (driver.User, error) {
+	if f.nethttp {
+		req, err := http.NewRequest(http.MethodGet, f.url, nil)
+		if err != nil {
+			return nil, err
+		}
+		u := &netUser{c: New(Options{MaxConns: 1, NoCookies: true, Timeout: f.timeout}), req: req, bytes: f.bytes}
+		u.op = u.get
+		return u, nil
+	}
 	hc := &fasthttp.HostClient{
 		Addr:                f.host,
 		Name:                "nearnative",
@@ -131,3 +151,26 @@ func (u *getUser) Close() error {
 	u.hc.CloseIdleConnections()
 	return nil
 }
+
+// netUser sends its GETs with net/http.
+type netUser struct {
+	c     *Client
+	req   *http.Request
+	bytes int64
+	op    driver.Operation
+}
+
+func (u *netUser) Next() (string, driver.Operation) { return GetOp, u.op }
+
+func (u *netUser) get(ctx context.Context) error {
+	r, err := u.c.Do(u.req.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	if u.bytes >= 0 && r.Bytes != u.bytes {
+		return driver.Failure("short body", fmt.Errorf("GET %s: %d bytes, want %d", u.req.URL, r.Bytes, u.bytes))
+	}
+	return nil
+}
+
+func (u *netUser) Close() error { return u.c.Close() }

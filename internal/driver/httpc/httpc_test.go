@@ -116,24 +116,28 @@ func TestGetBehaviour(t *testing.T) {
 		Mode: driver.Open, Plan: driver.Constant(500), Connections: 4,
 		Phases: driver.Phases{RampUp: 100 * time.Millisecond, Steady: time.Second},
 	}
-	r, err := driver.Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
+	for _, client := range []string{"fasthttp", "nethttp"} {
+		c.Params[ParamClient] = client
+		r, err := driver.Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := r.Ops[GetOp]
+		if g == nil || g.Count < 490 || g.Count > 510 || g.Failed() != 0 {
+			t.Fatalf("%s GETs: %+v", client, g)
+		}
 	}
-	g := r.Ops[GetOp]
-	if g == nil || g.Count < 490 || g.Count > 510 || g.Failed() != 0 {
-		t.Fatalf("GETs: %+v", g)
-	}
+	delete(c.Params, ParamClient)
 	// Wrong size: every response fails as a short body.
 	c.Params[ParamBytes] = "100"
-	r, err = driver.Run(context.Background(), c)
+	r, err := driver.Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g := r.Ops[GetOp]; g.Count != 0 || g.Failures["short body"] < 490 {
 		t.Errorf("wrong size: %d passed, failures %v", g.Count, g.Failures)
 	}
-	for _, bad := range []map[string]string{{}, {ParamURL: "ftp://x/"}, {ParamURL: "http://x/", ParamBytes: "-1"}} {
+	for _, bad := range []map[string]string{{}, {ParamURL: "ftp://x/"}, {ParamURL: "http://x/", ParamBytes: "-1"}, {ParamURL: "http://x/", ParamClient: "curl"}} {
 		c.Params = bad
 		if err := c.Validate(); err == nil {
 			t.Errorf("params %v accepted", bad)
