@@ -21,6 +21,7 @@ import (
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/internal/workload/fio"
+	"github.com/nearnative/nearnative/internal/workload/httpmax"
 	"github.com/nearnative/nearnative/internal/workload/icc"
 	"github.com/nearnative/nearnative/internal/workload/linpack"
 	"github.com/nearnative/nearnative/internal/workload/pgbench"
@@ -61,7 +62,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{})
 }
 
 type app struct {
@@ -166,7 +167,7 @@ with a 95% confidence interval.`,
 	root.AddCommand(
 		a.versionCmd(), a.doctorCmd(), a.platformsCmd(), a.imageCmd(), a.cleanupCmd(),
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
-		a.reportCmd(), a.compareCmd(), a.exportCmd(),
+		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
 	)
 	badInputArgs(root)
 	// An unknown command is found before any command runs: Find's error is

@@ -386,7 +386,9 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	start := time.Now()
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
-		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress}, Host: e.host,
+		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
+		Host: e.host,
+		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
 	dur := time.Since(start)
 	e.spent += dur

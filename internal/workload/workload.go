@@ -15,6 +15,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/search"
 )
 
 // ParamType is the type of a workload parameter.
@@ -208,6 +209,13 @@ type Trial struct {
 	// that run beside the load driver whatever the platform (nil when the
 	// engine was given none).
 	Host platform.Platform
+	// Steps, when not nil, keeps the steps of a search run within the trial
+	// (find-max), stored as they end, so that a trial interrupted and run
+	// again resumes its search; nil: keep them in memory (search.MemLog).
+	Steps search.StepLog
+	// Series, when not nil, stores the per-second series of the trial's
+	// driver runs.
+	Series SeriesSink
 }
 
 // Result is what one trial measured.

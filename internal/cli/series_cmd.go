@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nearnative/nearnative/internal/store"
+)
+
+// seriesDoc is the JSON `nearnative series` writes: per trial, the search
+// steps (find-max) and the per-second driver series.
+type seriesDoc struct {
+	Run    string        `json:"run_id"`
+	Study  string        `json:"study"`
+	Trials []seriesTrial `json:"trials"`
+}
+
+type seriesTrial struct {
+	Round    int                 `json:"round"`
+	Warmup   bool                `json:"warmup"`
+	Workload string              `json:"workload"`
+	Platform string              `json:"platform"`
+	Error    string              `json:"error,omitempty"`
+	Steps    []seriesStep        `json:"steps"`
+	Series   []store.SeriesPoint `json:"series"`
+}
+
+type seriesStep struct {
+	Seq       int             `json:"seq"`
+	Phase     string          `json:"phase"`
+	Value     float64         `json:"value"`
+	Pass      bool            `json:"pass"`
+	Started   string          `json:"started,omitempty"`
+	DurationS float64         `json:"duration_s"`
+	Summary   string          `json:"summary"`
+	Detail    json.RawMessage `json:"detail,omitempty"`
+}
+
+func (a *app) seriesCmd() *cobra.Command {
+	var jsonOut string
+	c := &cobra.Command{
+		Use:   "series RUN --json FILE",
+		Short: "Write a stored run's per-second driver series and search steps as JSON",
+		Long: `Write, for every trial of a stored run driven by nearnative's own driver, the
+per-second series (operations, failures and latency percentiles per second and
+operation, every phase) and, for find-max workloads, each search step with its
+outcome and full record.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if jsonOut == "" {
+				return withCode(ExitBadInput, errors.New("where to? give --json FILE"))
+			}
+			ctx := c.Context()
+			db, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			steps, ok1 := db.(store.StepStore)
+			series, ok2 := db.(store.SeriesStore)
+			if !ok1 || !ok2 {
+				return withCode(ExitUnavailable, errors.New("this result database keeps no series"))
+			}
+			s, err := a.loadRun(ctx, db, args[0])
+			if err != nil {
+				return err
+			}
+			doc := seriesDoc{Run: string(s.run.ID), Study: s.run.Study, Trials: []seriesTrial{}}
+			for _, t := range s.trials {
+				key := store.TrialKey{Run: s.run.ID, Round: t.Round, Workload: t.Workload, Platform: t.Platform}
+				st, err := steps.Steps(ctx, key)
+				if err != nil {
+					return err
+				}
+				pts, err := series.Series(ctx, key)
+				if err != nil {
+					return err
+				}
+				tr := seriesTrial{Round: t.Round, Warmup: t.Warmup, Workload: t.Workload, Platform: t.Platform, Error: t.Error,
+					Steps: []seriesStep{}, Series: pts}
+				if tr.Series == nil {
+					tr.Series = []store.SeriesPoint{}
+				}
+				for _, x := range st {
+					ss := seriesStep{Seq: x.Seq, Phase: x.Phase, Value: x.Value, Pass: x.Pass, DurationS: x.Duration.Seconds(), Summary: x.Summary}
+					if !x.Started.IsZero() {
+						ss.Started = x.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+					}
+					if json.Valid(x.Detail) {
+						ss.Detail = x.Detail
+					}
+					tr.Steps = append(tr.Steps, ss)
+				}
+				doc.Trials = append(doc.Trials, tr)
+			}
+			data, err := json.MarshalIndent(doc, "", "  ")
+			if err != nil {
+				return fmt.Errorf("encoding the series: %w", err)
+			}
+			if err := writeFiles([]outFile{{"--json", jsonOut, append(data, '\n')}}); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "wrote %s (%d trials)\n", jsonOut, len(doc.Trials))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&jsonOut, "json", "", "write the series as JSON to this file")
+	return c
+}

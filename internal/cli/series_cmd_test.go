@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/store"
+)
+
+func TestSeriesCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	t.Setenv("NEARNATIVE_HOME", dir)
+	a, _ := seedRuns(t, db, 1)
+	ctx := context.Background()
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.TrialKey{Run: a, Round: 1, Workload: "redis", Platform: "native"}
+	if err := st.(store.StepStore).AddStep(ctx, key, store.Step{Seq: 0, Phase: "coarse", Value: 1000, Pass: true,
+		Started: time.Date(2026, 11, 21, 10, 0, 1, 0, time.UTC), Duration: time.Second, Summary: "ok", Detail: []byte(`{"p99_ms":1.5}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.(store.SeriesStore).PutSeries(ctx, key, 0, []store.SeriesPoint{{Sec: 3, Phase: "steady", Op: "get", Count: 999, P99Us: 1500}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	out := filepath.Join(dir, "series.json")
+	var stdout, stderr bytes.Buffer
+	if err := Run(ctx, []string{"series", string(a)[:12], "--json", out, "--db", db}, &stdout, &stderr); err != nil {
+		t.Fatalf("series: %v (%s)", err, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc seriesDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Run != string(a) || len(doc.Trials) != 12 {
+		t.Fatalf("run %s, %d trials", doc.Run, len(doc.Trials))
+	}
+	var found bool
+	for _, tr := range doc.Trials {
+		if tr.Round == 1 && tr.Platform == "native" {
+			var d struct {
+				P99 float64 `json:"p99_ms"`
+			}
+			found = len(tr.Steps) == 1 && tr.Steps[0].Value == 1000 && json.Unmarshal(tr.Steps[0].Detail, &d) == nil && d.P99 == 1.5 &&
+				len(tr.Series) == 1 && tr.Series[0].Count == 999
+		} else if len(tr.Steps) != 0 || len(tr.Series) != 0 {
+			t.Errorf("trial %d/%s has steps or series of another", tr.Round, tr.Platform)
+		}
+	}
+	if !found {
+		t.Errorf("round 1 native: %s", b)
+	}
+
+	if err := Run(ctx, []string{"series", "nosuchrun", "--json", out, "--db", db}, &stdout, &stderr); exitCode(err) != ExitBadInput {
+		t.Errorf("unknown run: %v", err)
+	}
+	if err := Run(ctx, []string{"series", string(a), "--db", db}, &stdout, &stderr); exitCode(err) != ExitBadInput {
+		t.Errorf("no --json: %v", err)
+	}
+}

@@ -1,0 +1,65 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Factory makes the simulated users of one driver process.
+type Factory interface {
+	// Ops lists the operations its users may perform, for checking QoS rules
+	// before anything starts.
+	Ops() []string
+	// NewUser returns user (or open-loop connection) number id, unique over
+	// all driver processes of a run; rng is the user's own.
+	NewUser(ctx context.Context, id int, rng *rand.Rand) (User, error)
+	// Close releases what the factory shares between its users.
+	Close() error
+}
+
+// Behaviour builds a Factory from its parameters, without connecting to
+// anything yet. Behaviours are registered by name, so that a child driver
+// process (the nearnative binary re-executed) can build the same users from
+// a plan that names them.
+type Behaviour func(params map[string]string) (Factory, error)
+
+var (
+	regMu     sync.RWMutex
+	behaviour = map[string]Behaviour{}
+)
+
+// Register makes b known by name; it panics when the name is taken, which is
+// a programming error. Call it from an init function of the package that
+// defines the behaviour.
+func Register(name string, b Behaviour) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := behaviour[name]; dup {
+		panic("driver: behaviour " + name + " registered twice")
+	}
+	behaviour[name] = b
+}
+
+// Lookup builds the registered behaviour name with params.
+func Lookup(name string, params map[string]string) (Factory, error) {
+	regMu.RLock()
+	b, ok := behaviour[name]
+	var names []string
+	for n := range behaviour {
+		names = append(names, n)
+	}
+	regMu.RUnlock()
+	if !ok {
+		sort.Strings(names)
+		return nil, fmt.Errorf("no driver behaviour named %q (registered: %s)", name, strings.Join(names, ", "))
+	}
+	f, err := b(params)
+	if err != nil {
+		return nil, fmt.Errorf("behaviour %s: %w", name, err)
+	}
+	return f, nil
+}

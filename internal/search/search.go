@@ -1,0 +1,402 @@
+// Package search finds the most load that still meets a workload's quality
+// of service: Weathervane's findMax, written as a pure function of the
+// pass/fail history (Next) plus a small runner (Run) that executes steps
+// through a callback and records each one, so that an interrupted search
+// resumes where it stopped.
+//
+// The rules (see ../shared/specs/apps.md): a coarse ramp multiplies the load
+// until a first failure; the fine search then starts 10% below that failure
+// and steps up on a pass, down on a fail, growing the step 1.25x after 3
+// passes in a row and 1.5x after 2 fails in a row, never crossing the best
+// pass or the worst fail (an upward step shrinks to half their gap, a
+// downward one to three quarters of it); it stops when min-fail - max-pass is
+// below the tolerance (1%) of min-fail, and verifies at max-pass.
+//
+// apps.md does not say what to do when the very first load fails; here the
+// coarse ramp then runs downwards (dividing by the same factor) to a first
+// pass, and the fine search starts 10% below the lowest failure above it.
+package search
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Phase is the kind of a step.
+type Phase string
+
+// Phases of a search.
+const (
+	// Coarse steps ramp the load in large factors to a first failure.
+	Coarse Phase = "coarse"
+	// Fine steps move up on a pass and down on a fail.
+	Fine Phase = "fine"
+	// Verify repeats the best pass once the bracket is narrow enough.
+	Verify Phase = "verify"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultFactor    = 2.0
+	DefaultBelow     = 0.10
+	DefaultStep      = 0.05
+	DefaultTolerance = 0.01
+	DefaultMaxSteps  = 40
+)
+
+// Growth and shrink factors of the fine search (apps.md).
+const (
+	growAfterPasses = 3    // passes in a row before the step grows
+	growOnPasses    = 1.25 // by this factor
+	growAfterFails  = 2    // fails in a row before the step grows
+	growOnFails     = 1.5
+	shrinkUp        = 0.5  // an upward step that would reach min-fail: this share of the gap
+	shrinkDown      = 0.75 // a downward step that would reach max-pass: this share of the gap
+)
+
+// Config says where a search starts and when it stops. Zero fields take the
+// defaults above; Validate checks the rest.
+type Config struct {
+	// Start is the first load of the coarse ramp (users or requests/s).
+	Start float64
+	// Factor multiplies the load after each coarse pass (default 2).
+	Factor float64
+	// Min and Max bound every load tried; Max 0 means no upper bound.
+	Min, Max float64
+	// Below: the fine search starts this fraction below the first failure
+	// (default 0.10).
+	Below float64
+	// Step is the fine search's first step as a fraction of the first
+	// failure (default 0.05).
+	Step float64
+	// Tolerance: the search stops when min-fail - max-pass is below this
+	// fraction of min-fail (default 0.01).
+	Tolerance float64
+	// Integer rounds every load to a whole number (users).
+	Integer bool
+	// MaxSteps ends a search that has not converged (default 40).
+	MaxSteps int
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Factor == 0 {
+		c.Factor = DefaultFactor
+	}
+	if c.Below == 0 {
+		c.Below = DefaultBelow
+	}
+	if c.Step == 0 {
+		c.Step = DefaultStep
+	}
+	if c.Tolerance == 0 {
+		c.Tolerance = DefaultTolerance
+	}
+	if c.MaxSteps == 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	return c
+}
+
+// Validate reports settings a search cannot run with.
+func (c Config) Validate() error {
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+	c = c.withDefaults()
+	switch {
+	case bad(c.Start) || c.Start <= 0:
+		return fmt.Errorf("search start %v: must be positive", c.Start)
+	case bad(c.Min) || c.Min < 0:
+		return fmt.Errorf("search minimum %v: must be zero or positive", c.Min)
+	case bad(c.Max) || c.Max < 0:
+		return fmt.Errorf("search maximum %v: must be zero (no bound) or positive", c.Max)
+	case c.Max > 0 && c.Max < c.Start:
+		return fmt.Errorf("search maximum %v is below its start %v", c.Max, c.Start)
+	case c.Start < c.Min:
+		return fmt.Errorf("search start %v is below its minimum %v", c.Start, c.Min)
+	case bad(c.Factor) || c.Factor <= 1:
+		return fmt.Errorf("search factor %v: must be above 1", c.Factor)
+	case bad(c.Below) || c.Below <= 0 || c.Below >= 1:
+		return fmt.Errorf("search start below the first failure %v: want a fraction between 0 and 1", c.Below)
+	case bad(c.Step) || c.Step <= 0 || c.Step >= 1:
+		return fmt.Errorf("search step %v: want a fraction between 0 and 1", c.Step)
+	case bad(c.Tolerance) || c.Tolerance <= 0 || c.Tolerance >= 1:
+		return fmt.Errorf("search tolerance %v: want a fraction between 0 and 1", c.Tolerance)
+	case c.MaxSteps < 2:
+		return fmt.Errorf("search step cap %d: want at least 2", c.MaxSteps)
+	}
+	return nil
+}
+
+// Step is one load tried and its outcome.
+type Step struct {
+	// Seq numbers the steps of a search from 0.
+	Seq   int
+	Phase Phase
+	Value float64
+	Pass  bool
+	// Started and Duration say when the step ran; Summary is one line for
+	// people (p99, throughput, which rule failed); Detail is the step's full
+	// record (QoS outcomes, driver figures) as JSON.
+	Started  time.Time
+	Duration time.Duration
+	Summary  string
+	Detail   []byte
+}
+
+// Decision is what to do after a history of steps.
+type Decision struct {
+	// Done is set when the search is over; Phase and Value are then unset.
+	Done  bool
+	Phase Phase
+	Value float64
+	// Found and Max are the result once Done: the verified highest passing
+	// load (Found false when no load passed). Reason says why it stopped.
+	Found  bool
+	Max    float64
+	Reason string
+}
+
+// Reasons a search stops.
+const (
+	ReasonVerified  = "verified at the best pass"
+	ReasonMaxPassed = "the largest load allowed passed"
+	ReasonMinFailed = "the smallest load allowed failed"
+	ReasonStepCap   = "step cap reached before the bracket closed"
+)
+
+// ErrHistory means a step history that Next cannot have produced.
+var ErrHistory = errors.New("inconsistent search history")
+
+// state is what a history of steps leaves behind.
+type state struct {
+	passes, fails []float64 // every load that passed / failed, outside coarse too
+	hasPass       bool
+	maxPass       float64 // highest pass below minFail
+	hasFail       bool
+	minFail       float64 // lowest fail
+	firstFail     float64 // first failure (end of the coarse ramp)
+	coarseDone    bool
+	step          float64 // current fine step (absolute)
+	passRun       int     // passes in a row in the fine phase
+	failRun       int
+	last          Step
+	verified      bool
+}
+
+// pass records a passing load. A pass at or above the lowest fail overrules
+// it (the latest evidence wins): the lowest fail becomes the lowest fail
+// above the pass.
+func (s *state) pass(v float64) {
+	s.passes = append(s.passes, v)
+	if s.hasFail && v >= s.minFail {
+		s.hasFail, s.minFail = false, 0
+		for _, f := range s.fails {
+			if f > v && (!s.hasFail || f < s.minFail) {
+				s.hasFail, s.minFail = true, f
+			}
+		}
+	}
+	if !s.hasPass || v > s.maxPass {
+		s.hasPass, s.maxPass = true, v
+	}
+}
+
+// fail records a failing load. A fail at or below the best pass overrules it:
+// the best pass becomes the best pass below the fail.
+func (s *state) fail(v float64) {
+	s.fails = append(s.fails, v)
+	if s.hasPass && v <= s.maxPass {
+		s.hasPass, s.maxPass = false, 0
+		for _, p := range s.passes {
+			if p < v && (!s.hasPass || p > s.maxPass) {
+				s.hasPass, s.maxPass = true, p
+			}
+		}
+	}
+	if !s.hasFail || v < s.minFail {
+		s.hasFail, s.minFail = true, v
+	}
+}
+
+// replay rebuilds the state from a history.
+func replay(c Config, hist []Step) (state, error) {
+	var s state
+	for i, h := range hist {
+		if h.Seq != i {
+			return s, fmt.Errorf("%w: step %d has sequence number %d", ErrHistory, i, h.Seq)
+		}
+		if math.IsNaN(h.Value) || h.Value < 0 {
+			return s, fmt.Errorf("%w: step %d has load %v", ErrHistory, i, h.Value)
+		}
+		switch h.Phase {
+		case Coarse:
+			if s.coarseDone {
+				return s, fmt.Errorf("%w: coarse step %d after the ramp ended", ErrHistory, i)
+			}
+			// The ramp goes up while it passes and down while it fails; it
+			// ends at the first change, with the lowest failure above the
+			// passes as the first failure.
+			if h.Pass {
+				s.pass(h.Value)
+				if s.hasFail {
+					s.coarseDone, s.firstFail = true, s.minFail
+				}
+			} else {
+				s.fail(h.Value)
+				if s.hasPass {
+					s.coarseDone, s.firstFail = true, h.Value
+				}
+			}
+			if s.coarseDone {
+				s.step = c.Step * s.firstFail
+			}
+		case Fine, Verify:
+			if !s.coarseDone {
+				return s, fmt.Errorf("%w: %s step %d before the coarse ramp failed", ErrHistory, h.Phase, i)
+			}
+			if h.Pass {
+				s.pass(h.Value)
+				s.passRun++
+				s.failRun = 0
+				if s.passRun >= growAfterPasses {
+					s.step *= growOnPasses
+					s.passRun = 0
+				}
+			} else {
+				s.fail(h.Value)
+				s.failRun++
+				s.passRun = 0
+				if s.failRun >= growAfterFails {
+					s.step *= growOnFails
+					s.failRun = 0
+				}
+			}
+			s.verified = h.Phase == Verify && h.Pass
+		default:
+			return s, fmt.Errorf("%w: step %d has unknown phase %q", ErrHistory, i, h.Phase)
+		}
+		s.last = h
+	}
+	return s, nil
+}
+
+// Next decides the step after hist, or that the search is over. It is a pure
+// function: the same history always gives the same decision, which is what
+// lets an interrupted search resume from its stored steps.
+func Next(c Config, hist []Step) (Decision, error) {
+	if err := c.Validate(); err != nil {
+		return Decision{}, err
+	}
+	c = c.withDefaults()
+	s, err := replay(c, hist)
+	if err != nil {
+		return Decision{}, err
+	}
+	done := func(reason string) Decision {
+		return Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
+	}
+	if s.verified {
+		return done(ReasonVerified), nil
+	}
+	if len(hist) >= c.MaxSteps {
+		return done(ReasonStepCap), nil
+	}
+	if len(hist) == 0 {
+		return Decision{Phase: Coarse, Value: c.round(c.Start)}, nil
+	}
+	if !s.coarseDone {
+		v := s.last.Value
+		if !s.last.Pass { // everything failed so far: ramp down
+			if v <= c.Min || c.Integer && v <= 1 {
+				return done(ReasonMinFailed), nil
+			}
+			next := c.round(v / c.Factor)
+			if next >= v {
+				next = v - 1
+			}
+			return Decision{Phase: Coarse, Value: math.Max(next, c.Min)}, nil
+		}
+		if c.Max > 0 && v >= c.Max {
+			return done(ReasonMaxPassed), nil
+		}
+		next := c.round(v * c.Factor)
+		if c.Max > 0 && next > c.Max {
+			next = c.Max
+		}
+		if next <= v { // an integer load too small to grow by the factor
+			next = v + 1
+		}
+		return Decision{Phase: Coarse, Value: next}, nil
+	}
+	if !s.hasFail {
+		// Every fail was overruled by a later pass at or above it: there is
+		// nothing to bracket, so verify the best pass.
+		return Decision{Phase: Verify, Value: s.maxPass}, nil
+	}
+	if s.hasPass && s.narrow(c) {
+		return Decision{Phase: Verify, Value: s.maxPass}, nil
+	}
+	if !s.hasPass && s.minFail <= c.Min {
+		return done(ReasonMinFailed), nil
+	}
+	if s.last.Phase == Coarse {
+		return Decision{Phase: Fine, Value: s.clamp(c, c.round((1-c.Below)*s.firstFail))}, nil
+	}
+	v := s.last.Value
+	var next float64
+	if s.last.Pass {
+		next = v + s.step
+		if next >= s.minFail {
+			next = v + shrinkUp*(s.minFail-v)
+		}
+	} else {
+		next = v - s.step
+		if s.hasPass && next <= s.maxPass {
+			next = v - shrinkDown*(v-s.maxPass)
+		}
+	}
+	next = s.clamp(c, c.round(next))
+	if s.hasPass && (next <= s.maxPass || next >= s.minFail) {
+		// Rounding to whole users closed the bracket.
+		return Decision{Phase: Verify, Value: s.maxPass}, nil
+	}
+	return Decision{Phase: Fine, Value: next}, nil
+}
+
+// narrow reports whether the bracket is closed: min-fail - max-pass below
+// the tolerance of min-fail, or no whole number between them.
+func (s *state) narrow(c Config) bool {
+	gap := s.minFail - s.maxPass
+	if c.Integer && gap <= 1 {
+		return true
+	}
+	return gap < c.Tolerance*s.minFail
+}
+
+// clamp keeps a fine load inside the bracket and the bounds.
+func (s *state) clamp(c Config, v float64) float64 {
+	if s.hasPass && v <= s.maxPass {
+		v = s.maxPass + (1-shrinkDown)*(s.minFail-s.maxPass)
+		v = c.round(v)
+	}
+	if v < c.Min {
+		v = c.Min
+	}
+	if c.Min == 0 && v <= 0 {
+		v = c.round(s.minFail / 2)
+		if v <= 0 {
+			v = s.minFail / 2
+		}
+	}
+	return v
+}
+
+// round makes a load whole when the search counts users.
+func (c Config) round(v float64) float64 {
+	if c.Integer {
+		return math.Max(1, math.Round(v))
+	}
+	return v
+}

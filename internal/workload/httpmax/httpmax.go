@@ -1,0 +1,494 @@
+// Package httpmax is the http-max workload, the first study on nearnative's
+// own driver: nginx on the platform serves a static 4 KB page, the
+// open-loop driver on the host sends GETs at a fixed rate (latency timed
+// from each request's due time, wrk2's rule), and a find-max search (the
+// Weathervane rules in internal/search) looks for the highest rate whose p99
+// stays under a limit (default 10 ms) with at most 0.5% failures and every
+// due request answered. The metric, the verified maximum rate, is an
+// ordinary metric of the trial: platforms are interleaved per round and get
+// a ratio and an interval like any other.
+package httpmax
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/driver/httpc"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/qos"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/search"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// Metric names.
+const (
+	MetricMaxRate   = "max_rate"
+	MetricCPUPerReq = "cpu_us_per_req"
+	MetricP99       = "p99_at_max_ms"
+	MetricDriverCPU = "driver_cpu_pct"
+	MetricServerCPU = "server_cpu_pct"
+	MetricSteps     = "search_steps"
+	MetricSaturated = "driver_saturated"
+)
+
+// Rules besides the latency limit.
+const (
+	maxFailures  = 0.005 // Weathervane's failure limit
+	minDelivered = 0.99  // due requests that must be answered
+	readyTimeout = 30 * time.Second
+	stepPause    = 200 * time.Millisecond // between steps: the server drains
+	drain        = 500 * time.Millisecond // in-flight requests at a step's end
+	// requestTimeout fails a request nginx has not answered in this long.
+	requestTimeout = 5 * time.Second
+)
+
+// OpenLoopNote goes with every trial.
+const OpenLoopNote = "open loop: requests are due at a fixed rate whatever happened to the ones before; latency runs from each request's due time (wrk2's rule against coordinated omission), not from when it was sent"
+
+// Workload is the http-max workload kind.
+type Workload struct{}
+
+// Name implements workload.Workload.
+func (Workload) Name() string { return "http-max" }
+
+// Description implements workload.Workload.
+func (Workload) Description() string {
+	return "nginx serving a static page on the platform, nearnative's open-loop driver on the host: find-max of the request rate whose p99 stays under a limit"
+}
+
+// Params implements workload.Workload.
+func (Workload) Params() []workload.Param {
+	return []workload.Param{
+		{Name: "limit", Type: workload.Duration, Default: "10ms", Help: "p99 latency limit (from each request's due time) a rate must meet"},
+		{Name: "page_bytes", Type: workload.Int, Default: "4096", Min: 1, HasMin: true, Help: "size of the static page"},
+		{Name: "connections", Type: workload.Int, Default: "64", Min: 1, HasMin: true, Help: "concurrent driver connections (keep-alive), each sending when a request is due and it is free"},
+		{Name: "drivers", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "child driver processes (0: the load comes from the nearnative process itself)"},
+		{Name: "driver_cpus", Type: workload.String, Default: "", Help: "CPU list the child driver processes are pinned to (needs drivers >= 1), e.g. 1 or 2-3"},
+		{Name: "nginx_workers", Type: workload.String, Default: "auto", Help: "nginx worker_processes: auto (one per CPU the server sees) or a number"},
+		{Name: "start_rate", Type: workload.Float, Default: "1000", Quick: "2000", Min: 1, HasMin: true, Help: "first rate (requests/s) of the search's coarse ramp, which doubles it until a first failure"},
+		{Name: "max_rate", Type: workload.Float, Default: "1000000", Min: 1, HasMin: true, Help: "the search never tries more than this many requests/s"},
+		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.05", Min: 0.001, HasMin: true,
+			Help: "the search stops when the lowest failing and highest passing rates are within this fraction (Weathervane: 1%)"},
+		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "16", Min: 2, HasMin: true,
+			Help: "the search stops after this many steps even if its bracket is still open, and reports its best pass unverified (the notes say so)"},
+		{Name: "step_warmup", Type: workload.Duration, Default: "2s", Quick: "250ms", Help: "load before each step's decision interval, not counted"},
+		{Name: "coarse_interval", Type: workload.Duration, Default: "2s", Quick: "500ms",
+			Help: "decision interval of the coarse ramp's steps (the fine steps and the verification use the study's trial length)"},
+	}
+}
+
+// New implements workload.Workload.
+func (Workload) New(v workload.Values) (workload.Instance, error) {
+	in := &Instance{
+		limit:       v.Duration("limit"),
+		pageBytes:   v.Int("page_bytes"),
+		connections: v.Int("connections"),
+		drivers:     v.Int("drivers"),
+		driverCPUs:  v.String("driver_cpus"),
+		workers:     v.String("nginx_workers"),
+		search: search.Config{Start: v.Float("start_rate"), Max: v.Float("max_rate"), Min: 1,
+			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
+		warmup: v.Duration("step_warmup"),
+		coarse: v.Duration("coarse_interval"),
+	}
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Instance is a configured http-max workload.
+type Instance struct {
+	limit       time.Duration
+	pageBytes   int
+	connections int
+	drivers     int
+	driverCPUs  string
+	workers     string
+	search      search.Config
+	warmup      time.Duration
+	coarse      time.Duration
+}
+
+// Validate checks the settings together, before anything starts.
+func (in *Instance) Validate() error {
+	if in.limit <= 0 {
+		return fmt.Errorf("parameter limit %v: must be positive", in.limit)
+	}
+	if err := checkWorkers(in.workers); err != nil {
+		return err
+	}
+	if err := in.search.Validate(); err != nil {
+		return fmt.Errorf("parameters start_rate, max_rate, tolerance: %w", err)
+	}
+	if in.search.Tolerance >= 0.5 {
+		return fmt.Errorf("parameter tolerance %g: want a fraction below 0.5", in.search.Tolerance)
+	}
+	c := in.driverConfig(search.Step{Phase: search.Coarse, Value: in.search.Start}, "http://127.0.0.1:1/", time.Second, "")
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("http-max driver settings (connections, drivers, driver_cpus): %w", err)
+	}
+	if err := in.rules().Validate([]string{httpc.GetOp}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// rules are the QoS every step must meet.
+func (in *Instance) rules() qos.Set {
+	return qos.Set{
+		qos.Percentile{Q: 0.99, Limits: map[string]time.Duration{httpc.GetOp: in.limit}},
+		qos.Failures{Max: maxFailures},
+		qos.Delivered{Min: minDelivered},
+	}
+}
+
+// Metrics implements workload.Instance.
+func (in *Instance) Metrics() []workload.Metric {
+	return []workload.Metric{
+		{Name: MetricMaxRate, Unit: "req/s", HigherIsBetter: true, Help: "highest request rate whose p99 (from the due time) met the limit, verified (unless the search hit its step cap, which the notes say); open loop"},
+		{Name: MetricCPUPerReq, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (driver included, /proc/stat) per request answered, at the verified maximum"},
+		{Name: MetricP99, Unit: "ms", HigherIsBetter: false, Help: "p99 latency from the due time at the verified maximum", Diagnostic: true},
+		{Name: MetricDriverCPU, Unit: "%", HigherIsBetter: false, Help: "the driver's own CPU use at the verified maximum (100 = one CPU)", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) at the verified maximum", Diagnostic: true},
+		{Name: MetricSteps, Unit: "steps", HigherIsBetter: false, Help: "search steps the trial took, resumed ones included", Diagnostic: true},
+		{Name: MetricSaturated, Unit: "0/1", HigherIsBetter: false, Help: "1 when the driver's own checks found it may have been the bottleneck at the verified maximum", Diagnostic: true},
+	}
+}
+
+// driverConfig is the driver run of one step.
+func (in *Instance) driverConfig(st search.Step, url string, decide time.Duration, run string) driver.Config {
+	c := driver.Config{
+		Behaviour: httpc.GetBehaviour,
+		Params: map[string]string{httpc.ParamURL: url, httpc.ParamBytes: strconv.Itoa(in.pageBytes),
+			httpc.ParamTimeout: requestTimeout.String()},
+		Mode: driver.Open, Plan: driver.Constant(st.Value), Connections: in.connections,
+		Phases:  driver.Phases{RampUp: in.warmup, Steady: decide},
+		Drain:   drain,
+		Drivers: in.drivers,
+		Seed:    int64(st.Seq) + 1,
+		Limits:  driver.Limits{Lag: in.limit / 5},
+	}
+	if in.driverCPUs != "" {
+		c.CPUSets = []string{in.driverCPUs}
+	}
+	if run != "" {
+		c.Run = runid.ID(run)
+	}
+	return c
+}
+
+// stepDetail is what each step stores (search_steps.detail) and what the
+// trial's metrics are read from.
+type stepDetail struct {
+	Rate        float64           `json:"rate"`
+	Throughput  float64           `json:"throughput"` // answered successfully per second of the decision interval
+	Due         int64             `json:"due"`
+	Late        int64             `json:"late"`
+	P50Ms       float64           `json:"p50_ms"`
+	P90Ms       float64           `json:"p90_ms"`
+	P99Ms       float64           `json:"p99_ms"`
+	P999Ms      float64           `json:"p999_ms"`
+	MaxMs       float64           `json:"max_ms"`
+	ServiceP99  float64           `json:"service_p99_ms"` // from the actual send
+	Failures    map[string]int64  `json:"failures,omitempty"`
+	Examples    map[string]string `json:"examples,omitempty"`
+	Unfinished  int64             `json:"unfinished,omitempty"`
+	CPUPerReqUs float64           `json:"cpu_us_per_req"`
+	MachineBusy float64           `json:"machine_busy"`
+	DriverCPU   float64           `json:"driver_cpu_pct"`
+	ServerCPU   float64           `json:"server_cpu_pct"`
+	Saturation  driver.Saturation `json:"saturation"`
+	QoS         qos.Verdict       `json:"qos"`
+	Commands    []string          `json:"commands,omitempty"`
+}
+
+// Run implements workload.Instance.
+func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
+	var res workload.Result
+	srv, stop, err := workload.StartServer(ctx, t, in.spec(), &res)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		stop(&err)
+		if errors.Is(err, errServerGone) {
+			err = fmt.Errorf("%w; last lines of its log:\n%s", err, logTail(t, 15))
+		}
+	}()
+	cpuRep, ok := srv.(platform.CPUReporter)
+	if !ok {
+		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
+	}
+	url := "http://" + srv.Addr("http") + PagePath
+	if err := waitReady(ctx, url, in.pageBytes, readyTimeout); err != nil {
+		return res, fmt.Errorf("nginx server: %w", err)
+	}
+	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, url))
+
+	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
+		return in.step(ctx, t, st, url, cpuRep)
+	}
+	cfg := in.searchConfig(t.Duration)
+	sr, err := search.Run(ctx, cfg, t.Steps, exec)
+	if err != nil {
+		return res, err
+	}
+	if !sr.Found {
+		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval holds fewer than %d requests, too few for a p99): %s",
+			in.limit, cfg.Min, minSamples, lastSummary(sr.Steps))
+	}
+	// The figures at the maximum come from its (last) passing step: the
+	// verification, or the best pass when the search hit its step cap.
+	var atMax search.Step
+	for _, st := range sr.Steps {
+		if st.Pass && st.Value == sr.Max {
+			atMax = st
+		}
+	}
+	var d stepDetail
+	if err := json.Unmarshal(atMax.Detail, &d); err != nil {
+		return res, fmt.Errorf("reading the record of the step at the maximum: %w", err)
+	}
+	res.Values = map[string]float64{
+		MetricMaxRate:   sr.Max,
+		MetricCPUPerReq: d.CPUPerReqUs,
+		MetricP99:       d.P99Ms,
+		MetricDriverCPU: d.DriverCPU,
+		MetricServerCPU: d.ServerCPU,
+		MetricSteps:     float64(len(sr.Steps)),
+		MetricSaturated: b2f(d.Saturation.Saturated),
+	}
+	res.Commands = append(res.Commands, d.Commands...)
+	res.Notes = append(res.Notes, OpenLoopNote, in.searchNote(t, sr))
+	if sr.Resumed > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
+	}
+	if sr.Reason != search.ReasonVerified {
+		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
+	}
+	if d.Saturation.Saturated {
+		res.Notes = append(res.Notes, "the driver may have been the bottleneck at the maximum: "+strings.Join(d.Saturation.Reasons, "; "))
+	}
+	if n := saturatedSteps(sr.Steps); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late, machine busy %.0f%%",
+		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100))
+	return res, nil
+}
+
+// minSamples is the fewest requests a decision interval must hold: the 99th
+// percentile of fewer is their maximum.
+const minSamples = 100
+
+// searchConfig is the search of a trial whose decision interval is decide:
+// no rate is tried below the one that gives the shortest interval
+// minSamples requests.
+func (in *Instance) searchConfig(decide time.Duration) search.Config {
+	c := in.search
+	shortest := min(in.coarse, decide)
+	c.Min = math.Max(c.Min, math.Ceil(minSamples/shortest.Seconds()))
+	c.Start = math.Max(c.Start, c.Min)
+	if c.Max > 0 {
+		c.Max = math.Max(c.Max, c.Start)
+	}
+	return c
+}
+
+// step runs the driver at one rate and judges it.
+func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, cpuRep platform.CPUReporter) (search.Outcome, error) {
+	decide := t.Duration
+	if st.Phase == search.Coarse {
+		decide = min(in.coarse, t.Duration)
+	}
+	c := in.driverConfig(st, url, decide, string(t.Run))
+	cpu0, err := sysinfo.ReadCPU()
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	srv0, err := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
+	}
+	r, err := driver.Run(ctx, c)
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	cpu1, err := sysinfo.ReadCPU()
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	srv1, err := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
+	}
+	if t.Series != nil {
+		if err := t.Series.PutSeries(ctx, st.Seq, r.Points()); err != nil {
+			return search.Outcome{}, err
+		}
+	}
+	verdict := in.rules().Evaluate(r.QoS())
+	d := detail(r, verdict, cpu0.Delta(cpu1), srv1-srv0, in.limit)
+	d.Rate = st.Value
+	if !verdict.Pass {
+		if gone := serverGone(ctx, r, url, in.pageBytes); gone != nil {
+			return search.Outcome{}, gone
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
+	}
+	summary := fmt.Sprintf("%s %.0f req/s: p99 %.3g ms, %.0f answered/s, %s", st.Phase, st.Value, d.P99Ms, d.Throughput, verdict.Summary())
+	if d.Unfinished > 0 {
+		summary += fmt.Sprintf(" (%d cut off unanswered at the end)", d.Unfinished)
+	}
+	if d.Saturation.Saturated {
+		summary += " (driver saturated)"
+	}
+	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
+	if err := sleepCtx(ctx, stepPause); err != nil {
+		return search.Outcome{}, err
+	}
+	return search.Outcome{Pass: verdict.Pass, Summary: summary, Detail: b}, nil
+}
+
+// detail summarises a step.
+func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.Duration, limit time.Duration) stepDetail {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	d := stepDetail{Due: r.Open.Due, Late: r.Open.Late, QoS: v, Commands: r.Commands}
+	if g := r.Ops[httpc.GetOp]; g != nil {
+		d.P50Ms, d.P90Ms, d.P99Ms = ms(g.Latency.Quantile(0.5)), ms(g.Latency.Quantile(0.9)), ms(g.Latency.Quantile(0.99))
+		d.P999Ms, d.MaxMs = ms(g.Latency.Quantile(0.999)), ms(g.Latency.Max())
+		if g.Service != nil {
+			d.ServiceP99 = ms(g.Service.Quantile(0.99))
+		}
+		d.Failures, d.Examples, d.Unfinished = g.Failures, g.Examples, g.Unfinished
+		d.Throughput = float64(g.Count) / r.Phases.Steady.Seconds()
+	}
+	var answered int64
+	for _, p := range r.Points() {
+		answered += p.Count + p.Failures
+	}
+	if answered > 0 {
+		d.CPUPerReqUs = cpu.BusySeconds / float64(answered) * 1e6
+	}
+	d.MachineBusy = cpu.Utilisation
+	if r.Wall > 0 {
+		d.DriverCPU = r.CPUShare() * 100
+		d.ServerCPU = srvCPU.Seconds() / r.Wall.Seconds() * 100
+	}
+	d.Saturation = r.Saturation(driver.Limits{Lag: limit / 5})
+	return d
+}
+
+// errServerGone marks a trial whose server stopped answering.
+var errServerGone = errors.New("the nginx server stopped answering")
+
+// serverGone tells a server that died from one that was only overloaded:
+// when most requests failed to connect, it must still serve the page.
+func serverGone(ctx context.Context, r *driver.Result, url string, size int) error {
+	g := r.Ops[httpc.GetOp]
+	if g == nil || r.Open.Due == 0 {
+		return nil
+	}
+	conn := g.Failures[driver.CauseRefused] + g.Failures[driver.CauseReset] + g.Failures[driver.CauseClosed]
+	if float64(conn) < 0.5*float64(r.Open.Due) {
+		return nil
+	}
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	if err := getOnce(ctx, c, url, size); err != nil {
+		return fmt.Errorf("%w (%d of %d requests could not connect; a fresh GET: %v)", errServerGone, conn, r.Open.Due, err)
+	}
+	return nil
+}
+
+// cpuTimeError explains a failure to read the server's CPU time: most
+// likely the server is gone.
+func (in *Instance) cpuTimeError(ctx context.Context, url string, err error) error {
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	if gerr := getOnce(ctx, c, url, in.pageBytes); gerr != nil {
+		return fmt.Errorf("%w (its CPU time cannot be read: %v; a fresh GET: %v)", errServerGone, err, gerr)
+	}
+	return fmt.Errorf("reading nginx's CPU time: %w", err)
+}
+
+// logTail is the end of the server's log, which the platform writes to the
+// run's logs directory beside raw/.
+func logTail(t workload.Trial, n int) string {
+	path := filepath.Join(filepath.Dir(t.RawDir), "logs", t.Name+"-nginx.log")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log at " + path + ")"
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return "(" + path + " is empty)"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// searchNote says how the search ran, and where its settings are coarser
+// than Weathervane's (as --quick makes them).
+func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
+	cfg := in.searchConfig(t.Duration)
+	n := fmt.Sprintf("find-max: p99 <= %v, failures <= %g%%, >= %g%% of due requests answered; coarse ramp from %g req/s doubling (halving while it fails, not below %g req/s: %d requests per decision), %v decision intervals; then fine steps with %v decision intervals to within %g%%, verified at the best pass; %v of load before each decision; %d steps",
+		in.limit, maxFailures*100, minDelivered*100, cfg.Start, cfg.Min, minSamples, min(in.coarse, t.Duration), t.Duration,
+		in.search.Tolerance*100, in.warmup, len(sr.Steps))
+	if in.search.Tolerance > search.DefaultTolerance {
+		n += fmt.Sprintf(" (coarser than Weathervane's %g%%: a quick search)", search.DefaultTolerance*100)
+	}
+	return n
+}
+
+func saturatedSteps(steps []search.Step) int {
+	n := 0
+	for _, s := range steps {
+		var d stepDetail
+		if json.Unmarshal(s.Detail, &d) == nil && d.Saturation.Saturated {
+			n++
+		}
+	}
+	return n
+}
+
+func lastSummary(steps []search.Step) string {
+	if len(steps) == 0 {
+		return "no steps"
+	}
+	return steps[len(steps)-1].Summary
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,139 @@
+package httpmax
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/qos"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+func newInstance(t *testing.T, params map[string]string, quick bool) (*Instance, error) {
+	t.Helper()
+	v, err := workload.Resolve(Workload{}.Params(), params, quick)
+	if err != nil {
+		return nil, err
+	}
+	in, err := Workload{}.New(v)
+	if err != nil {
+		return nil, err
+	}
+	return in.(*Instance), nil
+}
+
+func TestNewDefaults(t *testing.T) {
+	in, err := newInstance(t, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.limit != 10*time.Millisecond || in.pageBytes != 4096 || in.search.Tolerance != 0.01 || in.search.Start != 1000 {
+		t.Errorf("defaults: %+v", in)
+	}
+	q, err := newInstance(t, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.search.Tolerance != 0.05 || q.warmup != 250*time.Millisecond || q.coarse != 500*time.Millisecond || q.search.MaxSteps != 16 {
+		t.Errorf("quick: %+v", q)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	tests := []struct {
+		params map[string]string
+		want   string
+	}{
+		{map[string]string{"nginx_workers": "many"}, `nginx_workers "many"`},
+		{map[string]string{"driver_cpus": "0"}, "set drivers to 1 or more"},
+		{map[string]string{"drivers": "2", "driver_cpus": "0-x"}, `cpuset "0-x"`},
+		{map[string]string{"drivers": "100"}, "64 connections cannot be shared by 100"},
+		{map[string]string{"start_rate": "5000", "max_rate": "100"}, "maximum 100 is below its start 5000"},
+		{map[string]string{"tolerance": "0.7"}, "tolerance 0.7"},
+		{map[string]string{"limit": "0s"}, "not a positive duration"},
+	}
+	for _, tc := range tests {
+		_, err := newInstance(t, tc.params, false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.params, err, tc.want)
+		}
+	}
+}
+
+func TestPageAndConfig(t *testing.T) {
+	for _, n := range []int{1, 50, 4096, 100000} {
+		if got := len(page(n)); got != n {
+			t.Errorf("page(%d) has %d bytes", n, got)
+		}
+	}
+	in, _ := newInstance(t, map[string]string{"nginx_workers": "2"}, false)
+	spec := in.spec()
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	argv := spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"http": 8080}, Dir: "/nearnative"})
+	conf := argv[4]
+	for _, want := range []string{"worker_processes 2;", "listen 0.0.0.0:8080 reuseport", "root /nearnative/www;", "pid /nearnative/nginx.pid;", "access_log off;", "daemon off;"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("config lacks %q:\n%s", want, conf)
+		}
+	}
+	if argv[0] != "sh" || argv[5] != "/nearnative" || len(spec.Files) != 1 || len(spec.Files[0].Content) != 4096 {
+		t.Errorf("command %q, files %d", argv, len(spec.Files))
+	}
+}
+
+// TestRules: http-max's QoS on scripted driver results.
+func TestRules(t *testing.T) {
+	in, _ := newInstance(t, nil, false)
+	hist := func(n int, d time.Duration) *driver.Hist {
+		h := driver.NewHist()
+		for i := 0; i < n; i++ {
+			h.Record(d)
+		}
+		return h
+	}
+	result := func(ok int, fast, slow time.Duration, slowN int, failed int64, due int64) qos.Input {
+		h := hist(ok-slowN, fast)
+		h.Merge(hist(slowN, slow))
+		r := &driver.Result{Ops: map[string]*driver.OpResult{"get": {Count: int64(ok), Latency: h, Failures: map[string]int64{"http 503": failed}}},
+			Open: driver.OpenStats{Due: due}}
+		return r.QoS()
+	}
+	tests := []struct {
+		name string
+		in   qos.Input
+		pass bool
+	}{
+		{"fast", result(1000, time.Millisecond, 0, 0, 0, 1000), true},
+		{"1% slow", result(1000, time.Millisecond, 50*time.Millisecond, 10, 0, 1000), true},
+		{"1.1% slow", result(1000, time.Millisecond, 50*time.Millisecond, 11, 0, 1000), false},
+		{"0.5% failed", result(995, time.Millisecond, 0, 0, 5, 1000), true},
+		{"0.6% failed", result(994, time.Millisecond, 0, 0, 6, 1000), false},
+		{"2% never answered", result(980, time.Millisecond, 0, 0, 0, 1000), false},
+	}
+	for _, tc := range tests {
+		if v := in.rules().Evaluate(tc.in); v.Pass != tc.pass {
+			t.Errorf("%s: %s", tc.name, v.Summary())
+		}
+	}
+}
+
+// TestSearchFloor: no rate is tried at which the shortest decision interval
+// holds fewer than 100 requests.
+func TestSearchFloor(t *testing.T) {
+	in, _ := newInstance(t, map[string]string{"start_rate": "50"}, true) // coarse 500ms
+	c := in.searchConfig(time.Second)
+	if c.Min != 200 || c.Start != 200 {
+		t.Errorf("quick, 1 s trials: min %g start %g, want 200 (100 requests in a 0.5 s coarse step)", c.Min, c.Start)
+	}
+	in, _ = newInstance(t, nil, false) // coarse 2s
+	if c := in.searchConfig(5 * time.Second); c.Min != 50 || c.Start != 1000 {
+		t.Errorf("full: min %g start %g, want 50 and 1000", c.Min, c.Start)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,146 @@
+package httpmax
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/search"
+	"github.com/nearnative/nearnative/internal/testenv"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// sink keeps the series a trial stores, and can act at a step.
+type sink struct {
+	mu     sync.Mutex
+	steps  map[int]int // step -> points
+	atStep func(step int)
+}
+
+func (s *sink) PutSeries(_ context.Context, step int, pts []driver.Point) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.steps == nil {
+		s.steps = map[int]int{}
+	}
+	s.steps[step] = len(pts)
+	if s.atStep != nil {
+		s.atStep(step)
+	}
+	return nil
+}
+
+// quickParams make a search short enough for a test, with a limit that a
+// shared machine loaded by other engineers' builds (p99 of 100 ms at a few
+// hundred requests/s seen) can meet: what the test checks is the
+// mechanism, not this machine's figure.
+var quickParams = map[string]string{"limit": "300ms", "tolerance": "0.2", "start_rate": "500", "step_warmup": "200ms",
+	"coarse_interval": "300ms"}
+
+// TestFindMaxOnPlatforms runs a short find-max trial with real nginx on
+// native, docker-bridge and docker-host.
+func TestFindMaxOnPlatforms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nginx natively and in containers")
+	}
+	run := runid.New()
+	kinds := []string{platform.Native, platform.DockerBridge, platform.DockerHost}
+	ps := testenv.Platforms(t, run, t.TempDir(), kinds...)
+	in, err := newInstance(t, quickParams, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		t.Run(k, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			log, series := &search.MemLog{}, &sink{}
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[k], Duration: 500 * time.Millisecond,
+				RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for _, m := range in.Metrics() {
+				if _, ok := res.Values[m.Name]; !ok {
+					t.Errorf("metric %s missing", m.Name)
+				}
+			}
+			steps, _ := log.Steps(ctx)
+			if max := res.Values[MetricMaxRate]; max < 1 || max > 1e6 {
+				t.Errorf("max rate %g", max)
+			}
+			if len(steps) < 2 || steps[len(steps)-1].Phase != search.Verify || !steps[len(steps)-1].Pass {
+				t.Errorf("steps: %+v", steps)
+			}
+			if int(res.Values[MetricSteps]) != len(steps) || len(series.steps) != len(steps) {
+				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), len(series.steps))
+			}
+			var d stepDetail
+			if err := json.Unmarshal(steps[len(steps)-1].Detail, &d); err != nil || d.Due == 0 || d.CPUPerReqUs <= 0 || len(d.QoS.Outcomes) != 3 {
+				t.Errorf("verification record %+v (%v)", d, err)
+			}
+			if !strings.Contains(strings.Join(res.Notes, "\n"), OpenLoopNote) || !strings.Contains(strings.Join(res.Commands, "\n"), "nginx") {
+				t.Errorf("notes %q, commands %q", res.Notes, res.Commands)
+			}
+		})
+	}
+}
+
+// TestServerDiesMidTrial kills nginx during the search: the trial fails,
+// saying so, with the tail of the server's log.
+func TestServerDiesMidTrial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nginx")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	ps := testenv.Platforms(t, run, root, platform.Native)
+	in, err := newInstance(t, quickParams, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := &sink{atStep: func(step int) {
+		if step == 1 {
+			killServers(t, run)
+		}
+	}}
+	raw := filepath.Join(root, "raw")
+	_, err = in.Run(context.Background(), workload.Trial{Run: run, Name: "t1", Platform: ps[platform.Native], Duration: 500 * time.Millisecond,
+		RawDir: raw, Log: testenv.Log{T: t}, Series: series})
+	if err == nil || !strings.Contains(err.Error(), "the nginx server stopped answering") || !strings.Contains(err.Error(), "last lines of its log") {
+		t.Fatalf("error %v, want the server's death and its log", err)
+	}
+	t.Logf("the trial failed with: %v", err)
+}
+
+// killServers SIGKILLs the run's nginx processes, found by the run's cgroup
+// (nginx clears its environment, run ID included).
+func killServers(t *testing.T, run runid.ID) {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.Contains(string(cg), "nearnative/"+string(run)) && strings.TrimSpace(string(comm)) == "nginx" {
+			syscall.Kill(pid, syscall.SIGKILL)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("no nginx process of run %s to kill", run)
+	}
+}
