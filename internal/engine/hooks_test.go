@@ -55,7 +55,7 @@ func TestSearchStepsResume(t *testing.T) {
 	e := newEnv(t)
 	kind := &searchKind{limit: 5000}
 	e.reg = workload.NewRegistry(kind)
-	st := e.study(t, "name: find\ntrial: 1s\nrounds: 2\nwarmup: 0\norder: fixed\nplatforms: [native]\nworkloads:\n  - {workload: searcher, name: s}\n")
+	st := e.study(t, "name: find\ntrial: 1s\nrounds: 2\nmin_pairs: 2\nwarmup: 0\norder: fixed\nplatforms: [native]\nworkloads:\n  - {workload: searcher, name: s}\n")
 
 	// Uninterrupted, for reference: how many steps one search takes.
 	ref, err := search.Run(context.Background(), search.Config{Start: 100}, nil, func(_ context.Context, s search.Step) (search.Outcome, error) {
