@@ -14,6 +14,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/htmlreport"
+	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -26,6 +27,9 @@ type storedRun struct {
 	trials []store.Trial
 	study  *study.Study
 	notes  []store.RunNote
+	// layouts are the topology trials' layouts (nil when the store keeps
+	// none).
+	layouts map[store.TrialKey]layout.Layout
 }
 
 // loadRun reads the run ref names. A stored study that no longer parses
@@ -49,7 +53,13 @@ func (a *app) loadRun(ctx context.Context, db store.Store, ref string) (storedRu
 		fmt.Fprintf(a.stderr, "warning: the stored study of run %s does not parse here (%v): its settings, platform order and verdict rules fall back to defaults\n", r.ID, err)
 		st = nil
 	}
-	return storedRun{run: r, trials: trials, study: st, notes: notes}, nil
+	var lays map[store.TrialKey]layout.Layout
+	if ls, ok := db.(store.LayoutStore); ok {
+		if lays, err = ls.Layouts(ctx, r.ID); err != nil {
+			return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)
+		}
+	}
+	return storedRun{run: r, trials: trials, study: st, notes: notes, layouts: lays}, nil
 }
 
 // analyse analyses a stored run the way every report does, with the
@@ -186,7 +196,7 @@ the exact commands run.`,
 				return err
 			}
 			data, err := renderTo(func(w io.Writer) error {
-				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes})
+				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes, Layouts: s.layouts})
 			})
 			if err != nil {
 				return err

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/topology"
 )
@@ -31,22 +32,8 @@ type Member struct {
 	Spec   platform.Spec
 }
 
-// Place describes where a group of servers ran, for the record: the host,
-// a container, a guest, a pod.
-type Place struct {
-	// Name identifies the place ("host", a container name, "guest 1").
-	Name string `json:"name"`
-	// Kind is "host", "container", "guest", "container in guest", "pod".
-	Kind string `json:"kind"`
-	// Address is how other places reach it ("" natively).
-	Address string `json:"address,omitempty"`
-	// CPUs is the CPU list the place is confined to ("" for all).
-	CPUs string `json:"cpus,omitempty"`
-	// Servers are the server names it held.
-	Servers []string `json:"servers"`
-	// Detail says more (image, vCPUs, network path).
-	Detail string `json:"detail,omitempty"`
-}
+// Place describes where a group of servers ran (see package layout).
+type Place = layout.Place
 
 // Site is one trial's topology on one platform. Deploy calls OpenGroup once
 // per group before the group's first server starts, then Start for each

@@ -130,17 +130,31 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 			if len(entries) != 1 {
 				t.Fatalf("lb entries = %v, want one", entries)
 			}
+			obs, err := d.Observe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
 			// 20 connections through HAProxy, round robin over the two.
 			for k := 0; k < 20; k++ {
 				if err := setMany(ctx, entries[0], k, 25); err != nil {
 					t.Fatal(err)
 				}
 			}
+			lay, err := obs.Layout(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(lay.CPUs) == 0 || len(lay.Servers) != 3 || lay.Interval <= 0 {
+				t.Errorf("layout %+v: want the host's CPUs and 3 servers observed", lay)
+			}
+			for _, sv := range lay.Servers {
+				if sv.MigrationsPerSec < 0 || sv.Place == "" {
+					t.Errorf("server %+v: want its place and a migration rate", sv)
+				}
+			}
+			t.Log(deploy.Summary(lay))
 			if err := d.Check(ctx); err != nil {
 				t.Fatalf("a server died: %v", err)
-			}
-			if m, err := d.Migrations(ctx); err != nil || len(m) != 3 {
-				t.Errorf("migrations = %v, %v: want a counter for each of the 3 servers", m, err)
 			}
 			redises := d.Role("redis")
 			if len(redises) != 2 {

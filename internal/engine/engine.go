@@ -407,6 +407,12 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	if serr := e.cfg.Store.AddTrial(context.WithoutCancel(ctx), t); serr != nil {
 		return fmt.Errorf("storing trial %s: %w", name, serr)
 	}
+	if ls, ok := e.cfg.Store.(store.LayoutStore); ok && res.Layout != nil {
+		key := store.TrialKey{Run: e.run.ID, Round: round, Workload: u.Workload.Name, Platform: u.Platform.Name}
+		if serr := ls.PutLayout(context.WithoutCancel(ctx), key, *res.Layout); serr != nil {
+			return fmt.Errorf("storing the layout of trial %s: %w", name, serr)
+		}
+	}
 	e.done[unitKey{round, u.Workload.Name, u.Platform.Name}] = true
 	e.cfg.Progress.TrialEnd(t)
 	if err := e.storeDegradations(ctx); err != nil {

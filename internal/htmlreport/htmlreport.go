@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	placement "github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -29,6 +30,7 @@ var templateFS embed.FS
 
 var page = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
 	"num":        num,
+	"places":     placesText,
 	"ratio":      ratioText,
 	"ci":         ciText,
 	"pct":        func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
@@ -51,6 +53,9 @@ type Input struct {
 	// RunNotes are the run's stored notes (degraded modes, skipped
 	// platforms).
 	RunNotes []store.RunNote
+	// Layouts are the stored layouts of topology trials (where each server
+	// ran, per-CPU busy time, migrations); nil for none.
+	Layouts map[store.TrialKey]placement.Layout
 }
 
 // Write writes the HTML report of in: one self-contained page that needs no
@@ -91,6 +96,7 @@ type view struct {
 	AllWarnings []string
 	Sections    []section
 	Diagnostics []diagSection
+	Placements  []placementView
 	Trials      []store.Trial
 	Commands    []commandBlock
 }
@@ -170,6 +176,7 @@ func build(in Input) view {
 		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)})
 	}
 	v.Diagnostics = diagnostics(in.Result.Diagnostics)
+	v.Placements = placements(in.Trials, in.Layouts)
 	v.Commands = commands(in.Trials)
 	return v
 }

@@ -73,7 +73,7 @@ func (s *sqlStore) ensureExtra(ctx context.Context) (err error) {
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("creating the search and series tables: %w", err)
+		return fmt.Errorf("creating the search, series and layout tables: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -87,11 +87,11 @@ func (s *sqlStore) ensureExtra(ctx context.Context) (err error) {
 	}
 	for _, stmt := range extraTables {
 		if _, err = tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("creating the search and series tables: %w", err)
+			return fmt.Errorf("creating the search, series and layout tables: %w", err)
 		}
 	}
 	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("creating the search and series tables: %w", err)
+		return fmt.Errorf("creating the search, series and layout tables: %w", err)
 	}
 	extraReady.Store(s.db, struct{}{})
 	return nil

@@ -61,7 +61,9 @@ type Env struct {
 // cpu_hypervisor_flag, container (docker, podman, none, ... : whether
 // nearnative itself runs inside a container), dmi_sys_vendor,
 // dmi_product_name, kvm (whether /dev/kvm exists), clocksource,
-// transparent_hugepage, smt_active, cmdline, clk_tck, loadavg, warnings.
+// transparent_hugepage, smt_active, cmdline, clk_tck, loadavg, irqbalance,
+// irqs (device interrupt lines with their affinity and per-CPU counts),
+// warnings.
 func Capture(ctx context.Context) (Env, error) {
 	e := Env{Extra: map[string]string{}}
 	var warns []string
@@ -95,6 +97,12 @@ func Capture(ctx context.Context) (Env, error) {
 		warn("uname", err)
 	}
 	e.Extra["go_version"] = runtime.Version()
+	e.Extra["irqbalance"] = IRQBalance("/proc")
+	if irqs, err := DeviceIRQs("/proc"); err == nil {
+		e.Extra["irqs"] = FormatIRQs(irqs)
+	} else {
+		warn("interrupts", err)
+	}
 
 	if f, err := os.Open("/etc/os-release"); err == nil {
 		e.OS, err = ParseOSRelease(f)

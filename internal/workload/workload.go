@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
@@ -228,6 +229,10 @@ type Result struct {
 	Where []string
 	// Notes are warnings about this trial (driver saturated, ...).
 	Notes []string
+	// Layout, for workloads that deploy a topology, records where each
+	// server ran and what was observed on the CPUs during the load
+	// (deploy.Observer); the engine stores it with the trial.
+	Layout *layout.Layout
 	// Samples maps a metric name to the number of observations behind its
 	// value (the requests a latency percentile was computed from); required
 	// for metrics with a Quantile.
