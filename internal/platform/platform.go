@@ -451,7 +451,9 @@ func WaitReady(ctx context.Context, timeout, interval time.Duration, probe func(
 		if err == nil {
 			return nil
 		}
-		if last == nil || ctx.Err() == nil {
+		// A probe cut short by the deadline says less than the failure
+		// before it ("connection refused"): keep that one.
+		if last == nil || (ctx.Err() == nil && (!isTimeout(err) || isTimeout(last))) {
 			last = err
 		}
 		select {
@@ -460,6 +462,11 @@ func WaitReady(ctx context.Context, timeout, interval time.Duration, probe func(
 		case <-time.After(interval):
 		}
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // ParseCPUSet parses a Linux CPU list ("0-2,5") into sorted CPU numbers.
