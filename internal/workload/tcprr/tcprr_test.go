@@ -243,7 +243,7 @@ func TestWaitReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WaitReady(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), 3*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+	if err := WaitReady(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), 500*time.Millisecond); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("closed port: %v, want connection refused", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
