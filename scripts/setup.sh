@@ -23,7 +23,8 @@ PACKAGES=(
   # building the auction application (Maven), cross-checking our drivers (wrk, hey)
   openjdk-17-jdk-headless maven wrk hey gcc libc6-dev
   # platforms: containers, VMs, networks
-  docker.io qemu-system-x86 qemu-utils linux-image-cloud-amd64 debootstrap
+  # (the VM guest kernel is not installed: vm-kernel.sh below unpacks it)
+  docker.io qemu-system-x86 qemu-utils kmod debootstrap
   iproute2 iptables bridge-utils openvswitch-switch
   # what setup itself uses
   ca-certificates curl unzip git make procps util-linux e2fsprogs
@@ -67,6 +68,11 @@ if [ -n "$installed" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --only-upgrade $outdated >/dev/null
   fi
 fi
+
+# The VM platforms' guest kernel: Debian's cloud kernel package unpacked into
+# nearnative's state directory, never installed (nothing in /boot, no GRUB
+# entry).
+./scripts/vm-kernel.sh
 
 systemd_running() { [ -d /run/systemd/system ]; }
 for s in "${SERVICES[@]}"; do
