@@ -482,7 +482,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%s (fio --version as run on the platform)", sum.Version),
 		fmt.Sprintf("%s; %v ramp not measured", layout, cfg.Ramp),
-		in.sizeNote(),
+		workload.SizeNote+in.sizeNote(),
 		where)
 	return res, nil
 }

@@ -271,7 +271,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 		dgemmNote = fmt.Sprintf("; DGEMM M=%s ran at %.1f GFLOPS (%.0f%% of the flags peak), the solve at %.0f%% of that", o.Get("dgemm-m"), g, g/peak.GFLOPS*100, vals["gflops"]/g*100)
 	}
 	res.Notes = append(res.Notes,
-		size.Why,
+		workload.SizeNote+size.Why,
 		fmt.Sprintf("solved N=%s in %.3g s with %d BLAS threads on %s CPUs: %.1f GFLOPS, %.1f%% of the %s%s; scaled residual %.3g < %s PASSED",
 			o.Get("n"), vals["seconds"], threads, o.Get("cpus"), vals["gflops"], res.Values[MetricPeakPct], peak.How, dgemmNote, vals["residual"], o.Get("threshold")),
 		fmt.Sprintf("BLAS as loaded on the platform: %s; %s (core %s); %s", strings.Join(o.All("library"), ", "), o.Get("openblas-config"), o.Get("openblas-core"), o.Get("compiler")),

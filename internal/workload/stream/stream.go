@@ -214,7 +214,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 		}
 		res.Values[metric] = v
 	}
-	res.Notes = append(res.Notes, why,
+	res.Notes = append(res.Notes, workload.SizeNote+why,
 		fmt.Sprintf("%s threads on %s CPUs, %s repetitions in %s s (best time of each kernel reported, the first repetition left out); validation %s",
 			o.Get("threads"), o.Get("cpus"), o.Get("repetitions"), o.Get("seconds"), o.Get("validation-error")),
 		fmt.Sprintf("nn-stream (McCalpin's kernels re-implemented, %s, -O3 -fopenmp -march=x86-64)", o.Get("compiler")))

@@ -287,10 +287,10 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		if err := benchbin.RR.CheckBuild(benchbin.Parse(run.Output), "the host"); err != nil {
 			return res, fmt.Errorf("%w: see %s", err, run.RawPath)
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("nn-rr (netperf TCP_RR's protocol: TCP_NODELAY, blocking send/recv): %d-byte requests and responses; every round trip timed with CLOCK_MONOTONIC after %v unmeasured", in.msgsize, rrWarmup))
+		res.Notes = append(res.Notes, fmt.Sprintf("%s%d-byte requests and responses (the seed's netperf TCP_RR: 1); nn-rr speaks TCP_RR's protocol (TCP_NODELAY, blocking send/recv) and times every round trip with CLOCK_MONOTONIC after %v unmeasured", workload.SizeNote, in.msgsize, rrWarmup))
 	} else {
 		res.Notes = append(res.Notes, RTTNote, in.versionNote(ctx, sum))
-		res.Notes = append(res.Notes, fmt.Sprintf("messages of %d bytes each way (the seed's netperf TCP_RR used 1 byte; sockperf's minimum is 14)", in.msgsize))
+		res.Notes = append(res.Notes, fmt.Sprintf("%smessages of %d bytes each way (the seed's netperf TCP_RR used 1 byte; sockperf's minimum is 14)", workload.SizeNote, in.msgsize))
 		if secs := seconds(t.Duration); float64(secs) != t.Duration.Seconds() {
 			res.Notes = append(res.Notes, fmt.Sprintf("sockperf runs whole seconds (at least 2): trial length %v ran as %d s", t.Duration, secs))
 		}
