@@ -18,9 +18,10 @@
 // peak, cores x nominal MHz x DP FLOPs per cycle (see Peak).
 //
 // N comes from two limits: a share of the host's RAM (the seed solved 45K
-// and 65K on 512 GB, 3% and 6.6%) and the trial length (N such that the
-// solve takes about the trial at half the flags peak); the smaller wins. A
-// given n larger than the memory allows is refused before the study starts.
+// and 65K on 512 GB, 3% and 6.6%) and the trial length (the N whose solve
+// would take the trial length at the flags peak, so about 1.7 times it at
+// 60% of the peak); the smaller wins. A given n larger than the memory
+// allows is refused before the study starts.
 package linpack
 
 import (
@@ -52,9 +53,9 @@ const (
 	// MinN is the smallest automatic N: below it the solve takes
 	// milliseconds and measures start-up costs.
 	MinN = 1000
-	// assumedEfficiency is the share of the flags peak the solve is
-	// assumed to reach when N is sized from the trial length.
-	assumedEfficiency = 0.5
+	// estimateEfficiency is the share of the flags peak the solve is
+	// assumed to reach when its time is estimated.
+	estimateEfficiency = 0.55
 )
 
 // Workload is the linpack workload kind.
@@ -156,17 +157,17 @@ type Size struct {
 	Why string
 }
 
-// Size returns N for trials of length trial when the threads run at peak
-// (the flags peak of the threads a platform with all host CPUs runs).
+// Size returns N for trials of length trial, peak being the flags peak of
+// the threads a platform with all the host's CPUs runs.
 func (c Config) Size(trial time.Duration, peak Peak) Size {
 	if c.N > 0 {
 		return Size{N: c.N, Why: fmt.Sprintf("N=%d given: the matrix takes %s, %.2f%% of the host's %s RAM", c.N, gib(MatrixBytes(c.N)), pct(MatrixBytes(c.N), c.MemBytes), gib(c.MemBytes))}
 	}
 	byMem := NFromMemory(c.MemFraction * float64(c.MemBytes))
-	byTime := NFromTime(trial, assumedEfficiency*peak.GFLOPS)
+	byTime := NFromTime(trial, peak.GFLOPS)
 	n, limit := byMem, fmt.Sprintf("mem_fraction=%g of the host's %s RAM", c.MemFraction, gib(c.MemBytes))
 	if byTime < n {
-		n, limit = byTime, fmt.Sprintf("the trial length %v at %.0f%% of the %.1f GFLOPS flags peak", trial, assumedEfficiency*100, peak.GFLOPS)
+		n, limit = byTime, fmt.Sprintf("the trial length %v at the %.1f GFLOPS flags peak", trial, peak.GFLOPS)
 	}
 	n = max(n, MinN)
 	why := fmt.Sprintf("N=%d from %s (memory allows %d, the trial length %d; set n to choose): the matrix takes %s, %.2f%% of RAM",
@@ -202,7 +203,7 @@ func (in *Instance) Metrics() []workload.Metric {
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	peak := in.cpu.Peak(in.threadsFor(in.cfg.HostCPUs))
 	s := in.cfg.Size(trial, peak)
-	rate := assumedEfficiency * peak.GFLOPS * 1e9
+	rate := estimateEfficiency * peak.GFLOPS * 1e9
 	solve := 2.0 / 3 * math.Pow(float64(s.N), 3) / rate
 	gen := 2 * float64(MatrixBytes(s.N)) / 8 * 4e-9 // twice, a few ns per element
 	gemm := 0.0

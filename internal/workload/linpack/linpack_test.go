@@ -60,12 +60,13 @@ func TestSize(t *testing.T) {
 		want  int
 		why   string
 	}{
-		// 0.5 x 166.1 GFLOPS for 20 s: N^3 = 20 x 83e9 x 1.5 -> 13500;
-		// 6.6% of 24 GiB allows 14600.
-		{"full study", Config{MemFraction: 0.066, MemBytes: gib24}, 20 * time.Second, 13500, "the trial length 20s"},
-		{"quick", Config{MemFraction: 0.066, MemBytes: gib24}, 2 * time.Second, 6200, "the trial length 2s"},
+		// 166.1 GFLOPS for 10 s: N^3 = 10 x 166.1e9 x 1.5 -> 13556;
+		// 6.6% of 24 GiB allows 14581.
+		{"full study", Config{MemFraction: 0.066, MemBytes: gib24}, 10 * time.Second, 13500, "the trial length 10s"},
+		{"quick", Config{MemFraction: 0.066, MemBytes: gib24}, 2 * time.Second, 7900, "the trial length 2s"},
+		{"20 s trials", Config{MemFraction: 0.066, MemBytes: gib24}, 20 * time.Second, 14500, "mem_fraction=0.066"},
 		// The seed's 45K fraction, 3% of 24 GiB: 9800, below the time limit.
-		{"memory bound", Config{MemFraction: 0.03, MemBytes: gib24}, 20 * time.Second, 9800, "mem_fraction=0.03"},
+		{"memory bound", Config{MemFraction: 0.03, MemBytes: gib24}, 10 * time.Second, 9800, "mem_fraction=0.03"},
 		// The seed's own host: 3% of 512 GB is 45K, as the seed ran.
 		{"seed host", Config{MemFraction: 0.03, MemBytes: 512e9}, time.Hour, 43800, "mem_fraction=0.03"},
 		{"given", Config{N: 777, MemBytes: gib24}, time.Second, 777, "N=777 given"},
