@@ -315,15 +315,16 @@ type placement struct {
 
 // place decides where the file goes for a job started with l: natively in
 // the host directory, in a container or guest on the volume or in its own
-// file system.
+// file system (the job's directory there: ContainerDir in a container,
+// below it in a guest).
 func (in *Instance) place(l platform.Listen, hostDir string) placement {
-	if l.Dir != platform.ContainerDir {
+	if l.Dir != platform.ContainerDir && !strings.HasPrefix(l.Dir, platform.ContainerDir+"/") {
 		return placement{dir: hostDir}
 	}
 	if in.storage == StorageVolume {
 		return placement{dir: VolumePath, inside: true}
 	}
-	return placement{dir: platform.ContainerDir, inside: true}
+	return placement{dir: l.Dir, inside: true}
 }
 
 // hostFiles are the host directories whose data file the native and volume

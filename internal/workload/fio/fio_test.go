@@ -326,6 +326,8 @@ func TestPlaceAndDescribe(t *testing.T) {
 		{StorageContainer, host, "/tmp/vol", false, "same as volume"},
 		{StorageVolume, ctr, VolumePath, true, "host volume /tmp/vol/fio.dat, bind-mounted at /fio-data/fio.dat"},
 		{StorageContainer, ctr, platform.ContainerDir, true, "own file system at /nearnative/fio.dat"},
+		// A guest's job directory is below ContainerDir, on its virtual disk.
+		{StorageContainer, platform.Listen{Dir: platform.ContainerDir + "/fio"}, platform.ContainerDir + "/fio", true, "own file system at /nearnative/fio/fio.dat"},
 	}
 	for _, tc := range tests {
 		in := &Instance{storage: tc.storage}

@@ -127,11 +127,12 @@ func (c Config) Size() (int64, string) {
 		return c.Elements, fmt.Sprintf("each array %d elements = %s (given), %.1fx %s", c.Elements, mib(c.Elements*8), float64(c.Elements*8)/float64(c.LLC.Total), cache)
 	}
 	byMem := int64(c.MemFraction * float64(c.MemBytes) / 24)
-	n, from := minEl, fmt.Sprintf("%dx %s", RuleMultiple, cache)
-	if byMem > n {
-		n, from = byMem, fmt.Sprintf("mem_fraction=%g of the host's %s RAM over 3 arrays (%dx the cache would be %d)", c.MemFraction, mib(c.MemBytes), RuleMultiple, minEl)
+	if byMem > minEl {
+		return byMem, fmt.Sprintf("each array %d elements = %s from mem_fraction=%g of the host's %s RAM over 3 arrays: %.1fx %s (set elements to choose)",
+			byMem, mib(byMem*8), c.MemFraction, mib(c.MemBytes), float64(byMem*8)/float64(c.LLC.Total), cache)
 	}
-	return n, fmt.Sprintf("each array %d elements = %s from %s: %.1fx %s; set elements to choose", n, mib(n*8), from, float64(n*8)/float64(c.LLC.Total), cache)
+	return minEl, fmt.Sprintf("each array %d elements = %s: %.1fx %s, McCalpin's minimum (mem_fraction=%g gives less; set elements to choose)",
+		minEl, mib(minEl*8), float64(minEl*8)/float64(c.LLC.Total), cache, c.MemFraction)
 }
 
 // New implements workload.Workload.

@@ -132,9 +132,9 @@ func TestConfig(t *testing.T) {
 		// 8.8% of 24 GiB over 3 arrays of 8-byte doubles.
 		{"full study", func(*Config) {}, 94489280, "mem_fraction=0.088", ""},
 		// --quick: 4 x 32 MiB = 128 MiB per array = 2^24 elements.
-		{"quick", func(c *Config) { c.MemFraction = 0 }, 1 << 24, "4x the host's last-level cache 1 x 32.0 MiB L3", ""},
+		{"quick", func(c *Config) { c.MemFraction = 0 }, 1 << 24, "4.0x the host's last-level cache 1 x 32.0 MiB L3, McCalpin's minimum", ""},
 		// A small memory share never goes below the rule.
-		{"rule wins", func(c *Config) { c.MemFraction = 0.001 }, 1 << 24, "4x the host's", ""},
+		{"rule wins", func(c *Config) { c.MemFraction = 0.001 }, 1 << 24, "McCalpin's minimum (mem_fraction=0.001", ""},
 		// The seed's host: 8.8% of 512 GB is its 2 billion elements (45 GB).
 		{"seed host", func(c *Config) { c.MemBytes = 512e9 }, 1877333333, "mem_fraction", ""},
 		{"given", func(c *Config) { c.Elements = 1 << 25 }, 1 << 25, "(given), 8.0x", ""},
