@@ -491,10 +491,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 // sizeNote says how the file size relates to the page cache.
 func (in *Instance) sizeNote() string {
 	what := fmt.Sprintf("file size %s (size=%s)", fioSize(in.cfg.Size), in.sizeText)
+	ram := fmt.Sprintf("%.1f GiB", float64(in.mem)/(1<<30))
 	if in.cfg.Size > in.mem {
-		return fmt.Sprintf("%s, larger than the host's %s RAM: it never fits in the page cache", what, fioSize(in.mem))
+		return fmt.Sprintf("%s, larger than the host's %s RAM: it never fits in the page cache", what, ram)
 	}
-	return fmt.Sprintf("%s fits in the host's %s RAM: direct I/O keeps the page cache out natively and in containers, but a VM's virtual disk may be served from the host's cache (size=auto avoids that)", what, fioSize(in.mem))
+	return fmt.Sprintf("%s fits in the host's %s RAM: direct I/O keeps the page cache out natively and in containers, but a VM's virtual disk may be served from the host's cache (size=auto avoids that)", what, ram)
 }
 
 // splitDF separates the job's df output from fio's.
