@@ -601,10 +601,21 @@ func checkSpace(dir string, size int64, given string) error {
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if need := size + size/10 + 64<<20; free < need {
 		most := max((free-64<<20)*10/11, 0) / (1 << 20) * (1 << 20)
+		if most >= 1<<30 {
+			most = most / (1 << 30) * (1 << 30)
+		}
 		return fmt.Errorf("fio: a %s file (size=%s) needs %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
-			fioSize(size), given, fioSize(need), dir, fioSize(free), fioSize(most))
+			human(size), given, human(need), dir, human(free), fioSize(most))
 	}
 	return nil
+}
+
+// human formats a byte count for messages: GiB with one decimal, or MiB.
+func human(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 }
 
 // parseDF reads `df --output=fstype,source,target` output into
