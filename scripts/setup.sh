@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything nearnative needs on Debian 12 (bookworm), idempotently:
-# the workload packages, a Go toolchain new enough for this module, a running
-# Docker daemon, the nearnative binary and the workload image. Run as root.
+# the workload packages, the VM guest kernel (unpacked into nearnative's state
+# directory, not installed: /boot is left alone), a Go toolchain new enough
+# for this module, a running Docker daemon, the nearnative binary and the
+# workload image (which compiles nearnative's benchmark programs). Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
