@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything nearnative needs on Debian 12 (bookworm), idempotently:
-# the workload packages, a Go toolchain new enough for this module, a running
-# Docker daemon, the nearnative binary and the workload image. Run as root.
+# the workload packages, the VM guest kernel (unpacked into nearnative's state
+# directory, not installed: /boot is left alone), a Go toolchain new enough
+# for this module, a running Docker daemon, the nearnative binary and the
+# workload image (which compiles nearnative's benchmark programs). Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,19 +16,23 @@ grep -q 'bookworm' /etc/os-release 2>/dev/null || say "warning: not Debian 12 (b
 
 PACKAGES=(
   # servers and load generators of the built-in workloads
-  redis-server redis-tools postgresql fio iperf3 sockperf hpcc openmpi-bin
+  redis-server redis-tools postgresql fio iperf3 sockperf
   nginx haproxy nutcracker
   # the application studies' tiers (DVD Store, CloudStone, the auction)
   apache2 libapache2-mod-php8.2 php8.2-cli php8.2-pgsql php8.2-fpm php8.2-mysql php8.2-gd
   mariadb-server mariadb-client openjdk-17-jre-headless tomcat10 rabbitmq-server
-  libopenblas0-pthread
+  # runtime libraries of nearnative's own benchmark programs (STREAM, LINPACK)
+  libgomp1 libopenblas0-pthread
   # the JavaScript libraries the Olio site serves (copied into the site by
   # apps/olio on the host; not needed in the image)
   libjs-prototype libjs-scriptaculous
   # building the auction application (Maven), cross-checking our drivers (wrk, hey)
-  openjdk-17-jdk-headless maven wrk hey gcc libc6-dev
+  openjdk-17-jdk-headless maven wrk hey
+  # compiling nearnative's own benchmark programs (nearnative image build)
+  gcc libc6-dev
   # platforms: containers, VMs, networks
-  docker.io qemu-system-x86 qemu-utils linux-image-cloud-amd64 debootstrap
+  # (the VM guest kernel is not installed: vm-kernel.sh below unpacks it)
+  docker.io qemu-system-x86 qemu-utils kmod debootstrap
   iproute2 iptables bridge-utils openvswitch-switch
   # what setup itself uses
   ca-certificates curl unzip git make procps util-linux e2fsprogs
@@ -53,8 +59,9 @@ fi
 # image is built from the mirror's newest packages, so bring the host's copies
 # of the workload packages and everything they depend on up to date too (only
 # those: the rest of the machine is left as it is).
-WORKLOAD_PACKAGES=(redis-server redis-tools postgresql fio iperf3 sockperf hpcc openmpi-bin nginx haproxy nutcracker iproute2 procps
-  apache2 libapache2-mod-php8.2 php8.2-pgsql php8.2-fpm php8.2-mysql php8.2-gd mariadb-server openjdk-17-jre-headless tomcat10 rabbitmq-server libopenblas0-pthread)
+WORKLOAD_PACKAGES=(redis-server redis-tools postgresql fio iperf3 sockperf nginx haproxy nutcracker iproute2 procps
+  apache2 libapache2-mod-php8.2 php8.2-pgsql php8.2-fpm php8.2-mysql php8.2-gd mariadb-server openjdk-17-jre-headless tomcat10 rabbitmq-server
+  libgomp1 libopenblas0-pthread)
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances "${WORKLOAD_PACKAGES[@]}" 2>/dev/null | grep -E '^[a-z0-9]' | sort -u || true)
 # Essential and required/important packages (bash, sed, apt, ...) are in every
@@ -70,6 +77,11 @@ if [ -n "$installed" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --only-upgrade $outdated >/dev/null
   fi
 fi
+
+# The VM platforms' guest kernel: Debian's cloud kernel package unpacked into
+# nearnative's state directory, never installed (nothing in /boot, no GRUB
+# entry).
+./scripts/vm-kernel.sh
 
 systemd_running() { [ -d /run/systemd/system ]; }
 for s in "${SERVICES[@]}"; do

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
@@ -24,6 +26,7 @@ import (
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/version"
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 type runFlags struct {
@@ -264,7 +267,7 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarning
 		return err
 	}
 	res := sr.analyse(a.diagnostic([]storedRun{sr}))
-	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: notes(sr.trials), RunNotes: sr.notes}
+	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: append(notes(sr.trials), added(res)...), RunNotes: sr.notes}
 	if allWarnings {
 		fmt.Fprintf(a.stdout, "run %s: %d warning(s)\n", sr.run.ID, len(res.Warnings))
 		for _, l := range report.RunNoteLines(sr.notes) {
@@ -310,6 +313,10 @@ func notes(trials []store.Trial) []string {
 			case strings.HasPrefix(n, "closed loop") && !seen[t.Workload+" closed"]:
 				seen[t.Workload+" closed"] = true
 				driver = append(driver, fmt.Sprintf("%s: %s", t.Workload, n))
+			case strings.HasPrefix(n, workload.SizeNote) && !seen[t.Workload+" size"] && !t.Warmup:
+				// the size a workload scaled to this machine, once
+				seen[t.Workload+" size"] = true
+				driver = append(driver, fmt.Sprintf("%s: %s", t.Workload, n))
 			}
 		}
 	}
@@ -318,6 +325,40 @@ func notes(trials []store.Trial) []string {
 		out = append(out, fmt.Sprintf("%s: %s", p, where[p]))
 	}
 	return append(out, driver...)
+}
+
+// added says, for round-trip times (metrics named rtt_*, in us), how many
+// microseconds each platform adds to the baseline's mean: the seed's way of
+// putting the cost of a network path.
+func added(res analysis.Result) []string {
+	var out []string
+	for _, t := range res.Tables {
+		if t.Unit != "us" || t.HigherIsBetter || !strings.HasPrefix(t.Metric, "rtt_") {
+			continue
+		}
+		var base float64
+		for _, c := range t.Cells {
+			if c.IsBaseline {
+				base = c.Summary.Mean
+			}
+		}
+		var parts []string
+		for _, c := range t.Cells {
+			if c.IsBaseline || c.Summary.N == 0 || base == 0 {
+				continue
+			}
+			p := fmt.Sprintf("%s %+.1f us", c.Platform, c.Summary.Mean-base)
+			if !math.IsNaN(c.Ratio.Lo) {
+				p += fmt.Sprintf(" [%+.1f, %+.1f]", (c.Ratio.Lo-1)*base, (c.Ratio.Hi-1)*base)
+			}
+			parts = append(parts, p)
+		}
+		if len(parts) > 0 {
+			out = append(out, fmt.Sprintf("%s %s added to %s's %.1f us per round trip: %s (95%% CI: the ratio's times the baseline mean)",
+				t.Workload, t.Metric, res.Baseline, base, strings.Join(parts, ", ")))
+		}
+	}
+	return out
 }
 
 func (a *app) runsCmd() *cobra.Command {

@@ -104,7 +104,7 @@ func Run(ctx context.Context, o Options) []Check {
 		r, err := vmprobe.Probe(ctx)
 		switch {
 		case err != nil:
-			add(Check{Name: "vm acceleration", Status: Warn, Detail: err.Error(), Fix: "apt-get install -y qemu-system-x86 linux-image-cloud-amd64"})
+			add(Check{Name: "vm acceleration", Status: Warn, Detail: err.Error(), Fix: "apt-get install -y qemu-system-x86; scripts/vm-kernel.sh (make setup runs it) unpacks the guest kernel into nearnative's state directory"})
 		case r.Accel == "kvm":
 			add(Check{Name: "vm acceleration", Status: OK, Detail: fmt.Sprintf("KVM: a guest booted in %v", r.Boot.Round(10e6))})
 		default:

@@ -156,6 +156,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		}
 		instances[w.Name] = in
 	}
+	defer closeInstances(instances, cfg.Progress)
 	if err := checkCIMetrics(st, instances); err != nil {
 		return out, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -329,6 +330,7 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	prog := e.cfg.Progress
 	prog.Begin(e.run.ID, rounds*len(units), len(e.done), rounds)
 	defer prog.End()
+	prog.Logf("%s", estimateLine(st, e.instances, len(e.done)))
 	if st.UntilCI > 0 {
 		prog.Logf("until-ci %.3g%%: at least %d counted rounds, at most %d rounds or %v", st.UntilCI, st.Rounds, st.MaxRounds, st.MaxTime)
 	}

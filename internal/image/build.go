@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 )
@@ -74,6 +75,9 @@ func Build(ctx context.Context, api client.APIClient, c Config, o BuildOptions) 
 	tag := TagOf(hash)
 	if !o.Rebuild {
 		if r, err := existing(ctx, api, tag, o.Dir, start, ""); err == nil || !errors.Is(err, errNotFound) {
+			if err == nil {
+				err = installPrograms(ctx, api, r.Ref, o.Log)
+			}
 			return r, err
 		}
 	}
@@ -85,6 +89,9 @@ func Build(ctx context.Context, api client.APIClient, c Config, o BuildOptions) 
 	defer unlock()
 	if !o.Rebuild { // another process may have built it while we waited
 		if r, err := existing(ctx, api, tag, o.Dir, start, ""); err == nil || !errors.Is(err, errNotFound) {
+			if err == nil {
+				err = installPrograms(ctx, api, r.Ref, o.Log)
+			}
 			return r, err
 		}
 	}
@@ -95,6 +102,9 @@ func Build(ctx context.Context, api client.APIClient, c Config, o BuildOptions) 
 		return Result{}, fmt.Errorf("building workload image %s: %w", tag, err)
 	}
 	r := Result{Ref: tag, ID: id, Hash: hash, Versions: versions}
+	if err := installPrograms(ctx, api, tag, o.Log); err != nil {
+		return r, err
+	}
 	if insp, err := api.ImageInspect(ctx, id); err == nil {
 		r.Size = insp.Size
 	}
@@ -223,6 +233,11 @@ func build(ctx context.Context, api client.APIClient, c Config, hash, tag string
 		return "", nil, err
 	}
 	done()
+	done = step("compiling nearnative's benchmark programs into " + benchbin.Dir)
+	if err := benchbin.Build(ctx, filepath.Join(rootfs, benchbin.Dir), o.Log); err != nil {
+		return "", nil, err
+	}
+	done()
 
 	versions, err = statusOf(rootfs)
 	if err != nil {
@@ -256,6 +271,45 @@ func build(ctx context.Context, api client.APIClient, c Config, hash, tag string
 		return "", nil, err
 	}
 	return id, versions, nil
+}
+
+// installPrograms copies nearnative's benchmark programs from the image ref
+// to benchbin.Dir on the host, unless the host already has these builds, so
+// that native runs the same bytes as the containers and guests. Each file is
+// written under a temporary name and renamed.
+func installPrograms(ctx context.Context, api client.APIClient, ref string, log io.Writer) error {
+	for _, p := range benchbin.Programs {
+		if p.CheckHost() == nil {
+			continue
+		}
+		if err := os.MkdirAll(benchbin.Dir, 0o755); err != nil {
+			return fmt.Errorf("installing %s: %w", p.Name, err)
+		}
+		tmp := filepath.Join(benchbin.Dir, "."+p.Name+".tmp")
+		err := readFromImage(ctx, api, ref, p.Path(), func(r io.Reader) error {
+			f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, r); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		})
+		if err == nil {
+			err = p.CheckFile(tmp)
+		}
+		if err == nil {
+			err = os.Rename(tmp, p.Path())
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("installing %s on the host from image %s: %w", p.Name, ref, err)
+		}
+		fmt.Fprintf(log, "image: installed %s from %s\n", p.Path(), ref)
+	}
+	return nil
 }
 
 // writePolicy installs a policy-rc.d that forbids starting services while

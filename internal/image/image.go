@@ -19,11 +19,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/nearnative/nearnative/internal/benchbin"
 )
 
 // RecipeVersion is part of the inputs hash. Bump it whenever the build steps
 // change in a way that changes the image, so that old images stop matching.
-const RecipeVersion = 2
+const RecipeVersion = 3
 
 // Repository is the image name every built workload image is tagged with.
 const Repository = "nearnative/workload"
@@ -46,14 +48,15 @@ const DefaultSuite = "bookworm"
 // load generators and the tools used to look inside a running platform.
 var DefaultPackages = []string{
 	"redis-server", "redis-tools", "postgresql", "fio", "iperf3", "sockperf",
-	"hpcc", "openmpi-bin", "nginx", "haproxy", "nutcracker", "iproute2", "procps",
+	"nginx", "haproxy", "nutcracker", "iproute2", "procps",
 	// the application studies' tiers: DVD Store (Apache + mod_php + PostgreSQL),
 	// CloudStone (nginx + PHP-FPM + MariaDB), the auction (Java on Tomcat,
 	// RabbitMQ, PostgreSQL)
 	"apache2", "libapache2-mod-php8.2", "php8.2-pgsql", "php8.2-fpm", "php8.2-mysql", "php8.2-gd",
 	"mariadb-server", "openjdk-17-jre-headless", "tomcat10", "rabbitmq-server",
-	// LINPACK against an optimised BLAS
-	"libopenblas0-pthread",
+	// the runtime libraries of nearnative's own benchmark programs (package
+	// benchbin): OpenMP for STREAM, OpenBLAS for LINPACK
+	"libgomp1", "libopenblas0-pthread",
 }
 
 // Config says what goes into the workload image.
@@ -139,14 +142,20 @@ func (c Config) packages() []string {
 }
 
 // Hash returns the hex SHA-256 of the image inputs: suite, mirrors, packages,
-// the host's installed versions of those packages and RecipeVersion. It asks
-// dpkg-query for the host versions.
+// the host's installed versions of those packages, nearnative's benchmark
+// programs (their build IDs and the host's gcc, see benchbin.Manifest) and
+// RecipeVersion. It asks dpkg-query for the host versions and gcc for its
+// version.
 func (c Config) Hash(ctx context.Context) (string, error) {
 	host, err := HostVersions(ctx, c.packages())
 	if err != nil {
 		return "", err
 	}
-	return inputsHash(c, host), nil
+	programs, err := benchbin.Manifest(ctx)
+	if err != nil {
+		return "", err
+	}
+	return inputsHash(c, host, programs), nil
 }
 
 // Tag returns the image reference for the current inputs:
@@ -170,9 +179,10 @@ func TagOf(hash string) string {
 	return Repository + ":" + hash
 }
 
-// inputsHash hashes the build inputs given the host's package versions. Each
-// input is one line so that no two different inputs serialise alike.
-func inputsHash(c Config, host map[string]string) string {
+// inputsHash hashes the build inputs given the host's package versions and
+// the benchmark programs' manifest. Each input is one line so that no two
+// different inputs serialise alike.
+func inputsHash(c Config, host map[string]string, programs string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "recipe %d\n", RecipeVersion)
 	fmt.Fprintf(&b, "suite %s\n", c.Suite)
@@ -180,6 +190,9 @@ func inputsHash(c Config, host map[string]string) string {
 	fmt.Fprintf(&b, "security %s\n", c.SecurityMirror)
 	for _, p := range c.packages() {
 		fmt.Fprintf(&b, "package %s %s\n", p, host[p])
+	}
+	for _, l := range strings.Split(strings.TrimSpace(programs), "\n") {
+		fmt.Fprintf(&b, "benchbin %s\n", l)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])

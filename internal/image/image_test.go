@@ -168,24 +168,33 @@ func testConfig() Config {
 	}
 }
 
+const testPrograms = "compiler gcc (Debian 12.2.0-14+deb12u1) 12.2.0\nprogram nn-stream 00112233445566ff\n"
+
 func TestInputsHash(t *testing.T) {
 	c := testConfig()
 	host := map[string]string{"redis-server": "5:7.0.15-1~deb12u10", "fio": "3.33-3", "iperf3": "3.12-1+deb12u2"}
-	base := inputsHash(c, host)
+	base := inputsHash(c, host, testPrograms)
 	if len(base) != 64 {
 		t.Fatalf("hash %q is not hex SHA-256", base)
 	}
-	if again := inputsHash(c, maps.Clone(host)); again != base {
+	if again := inputsHash(c, maps.Clone(host), testPrograms); again != base {
 		t.Errorf("hash not stable: %s vs %s", again, base)
 	}
 	perm := c
 	perm.Packages = []string{"iperf3", "redis-server", "fio", "fio"}
-	if h := inputsHash(perm, host); h != base {
+	if h := inputsHash(perm, host, testPrograms); h != base {
 		t.Errorf("package order or duplicates changed the hash")
 	}
 	perm.Ref = "ignored/by:hash"
-	if h := inputsHash(perm, host); h != base {
+	if h := inputsHash(perm, host, testPrograms); h != base {
 		t.Errorf("Ref changed the hash")
+	}
+
+	if h := inputsHash(c, host, testPrograms+"program nn-rr 0123456789abcdef\n"); h == base {
+		t.Errorf("another benchmark program build did not change the hash")
+	}
+	if h := inputsHash(c, host, strings.Replace(testPrograms, "12.2.0", "12.3.0", 1)); h == base {
+		t.Errorf("another compiler did not change the hash")
 	}
 
 	changes := map[string]func(*Config, map[string]string){
@@ -201,7 +210,7 @@ func TestInputsHash(t *testing.T) {
 	for name, change := range changes {
 		c2, h2 := testConfig(), maps.Clone(host)
 		change(&c2, h2)
-		h := inputsHash(c2, h2)
+		h := inputsHash(c2, h2, testPrograms)
 		if prev, dup := seen[h]; dup {
 			t.Errorf("%s: hash equals that of %s", name, prev)
 		}

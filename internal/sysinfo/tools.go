@@ -29,7 +29,7 @@ type ToolSpec struct {
 	// Package is what to apt-get install to get the tool.
 	Package string `json:"package"`
 	// VersionArgs make the binary print its version and exit; empty means
-	// the binary is never run (hpcc would start a benchmark).
+	// the binary is never run (for tools that would start working).
 	VersionArgs []string `json:"version_args,omitempty"`
 }
 
@@ -47,8 +47,7 @@ var KnownTools = []ToolSpec{
 	{Name: "fio", Binary: "fio", Package: "fio", VersionArgs: []string{"--version"}},
 	{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}},
 	{Name: "sockperf", Binary: "sockperf", Package: "sockperf", VersionArgs: []string{"--version"}},
-	{Name: "hpcc", Binary: "hpcc", Package: "hpcc"},
-	{Name: "mpirun", Binary: "mpirun", Package: "openmpi-bin", VersionArgs: []string{"--version"}},
+	{Name: "gcc", Binary: "gcc", Package: "gcc", VersionArgs: []string{"--version"}}, // compiles nearnative's STREAM, LINPACK and round-trip programs
 	{Name: "nginx", Binary: "nginx", Package: "nginx", VersionArgs: []string{"-v"}},
 	{Name: "haproxy", Binary: "haproxy", Package: "haproxy", VersionArgs: []string{"-v"}},
 	{Name: "nutcracker", Binary: "nutcracker", Package: "nutcracker", VersionArgs: []string{"--version"}},

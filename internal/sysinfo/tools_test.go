@@ -64,7 +64,7 @@ func TestKnownToolsTable(t *testing.T) {
 		seen[s.Name] = true
 	}
 	for _, name := range []string{"redis-server", "redis-benchmark", "postgres", "pgbench", "fio", "iperf3",
-		"sockperf", "hpcc", "mpirun", "nginx", "haproxy", "nutcracker", "qemu-system-x86_64", "qemu-img",
+		"sockperf", "gcc", "nginx", "haproxy", "nutcracker", "qemu-system-x86_64", "qemu-img",
 		"debootstrap", "ip", "iptables", "ovs-vsctl", "dockerd"} {
 		if !seen[name] {
 			t.Errorf("KnownTools lacks %s", name)

@@ -1,4 +1,5 @@
-// Package vmprobe finds out which acceleration a QEMU guest really gets here.
+// Package vmprobe finds the VM platforms' guest kernel and which
+// acceleration a QEMU guest really gets here.
 // /dev/kvm existing is not enough: under some nested hypervisors a stock
 // kernel hangs under KVM. The probe boots Debian's cloud kernel with no root
 // file system and waits for the guest to reach its "VFS: Unable to mount
@@ -14,8 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/state"
 )
 
 // Result says what acceleration works.
@@ -25,8 +29,9 @@ type Result struct {
 	// KVMReason says why KVM was not used, when it was not.
 	KVMReason string
 	// Boot is how long the successful probe took to reach the panic.
-	Boot   time.Duration
-	Kernel string
+	Boot time.Duration
+	// Kernel is the guest kernel the probe booted.
+	Kernel Kernel
 }
 
 // Emulated reports whether guests run under software emulation (TCG), whose
@@ -40,17 +45,98 @@ var (
 	TCGTimeout = 60 * time.Second
 )
 
-// Kernel returns the newest Debian cloud kernel in /boot.
-func Kernel() (string, error) {
-	ks, _ := filepath.Glob("/boot/vmlinuz-*-cloud-amd64")
-	if len(ks) == 0 {
-		ks, _ = filepath.Glob("/boot/vmlinuz-*")
+// Kernel is a guest kernel unpacked into nearnative's state directory by
+// scripts/vm-kernel.sh (part of `make setup`): Debian's cloud kernel
+// package, extracted with dpkg-deb and never installed, so /boot and the
+// host's boot loader are left alone.
+type Kernel struct {
+	// Version is the kernel release, e.g. 6.1.0-27-cloud-amd64.
+	Version string
+	// Image is the vmlinuz file QEMU boots.
+	Image string
+	// Modules is the kernel's module directory (with modules.dep).
+	Modules string
+}
+
+// KernelDir is where scripts/vm-kernel.sh unpacks kernels under a state
+// directory root: KernelDir/VERSION/boot/vmlinuz-VERSION and
+// KernelDir/VERSION/lib/modules/VERSION.
+func KernelDir(root string) string { return filepath.Join(root, "kernel") }
+
+// KernelRoots are the state directories searched for a kernel, in order:
+// $NEARNATIVE_HOME when set, then the default /var/lib/nearnative (so that
+// runs and tests with a state directory of their own find the kernel that
+// setup unpacked).
+func KernelRoots() []string {
+	roots := []string{}
+	if h := os.Getenv(state.EnvHome); h != "" {
+		roots = append(roots, h)
 	}
-	if len(ks) == 0 {
-		return "", errors.New("no kernel in /boot: apt-get install -y linux-image-cloud-amd64")
+	return append(roots, state.DefaultHome)
+}
+
+// FindKernel returns the newest kernel unpacked under the first of roots
+// that holds one.
+func FindKernel(roots ...string) (Kernel, error) {
+	for _, root := range roots {
+		dirs, _ := filepath.Glob(filepath.Join(KernelDir(root), "[0-9]*"))
+		var found []Kernel
+		for _, d := range dirs {
+			v := filepath.Base(d)
+			k := Kernel{Version: v, Image: filepath.Join(d, "boot", "vmlinuz-"+v), Modules: filepath.Join(d, "lib", "modules", v)}
+			if _, err := os.Stat(k.Image); err != nil {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(k.Modules, "modules.dep")); err != nil {
+				continue
+			}
+			found = append(found, k)
+		}
+		if len(found) > 0 {
+			sort.Slice(found, func(i, j int) bool { return versionLess(found[i].Version, found[j].Version) })
+			return found[len(found)-1], nil
+		}
 	}
-	sort.Strings(ks)
-	return ks[len(ks)-1], nil
+	var where []string
+	for _, r := range roots {
+		where = append(where, KernelDir(r))
+	}
+	return Kernel{}, fmt.Errorf("no VM kernel in %s: run scripts/vm-kernel.sh (make setup does) to unpack linux-image-cloud-amd64 there", strings.Join(where, " or "))
+}
+
+// DefaultKernel is FindKernel over KernelRoots.
+func DefaultKernel() (Kernel, error) { return FindKernel(KernelRoots()...) }
+
+// versionLess orders kernel releases by their numeric fields
+// (6.1.0-9 < 6.1.0-27), then as strings.
+func versionLess(a, b string) bool {
+	na, nb := numbers(a), numbers(b)
+	for i := 0; i < len(na) && i < len(nb); i++ {
+		if na[i] != nb[i] {
+			return na[i] < nb[i]
+		}
+	}
+	if len(na) != len(nb) {
+		return len(na) < len(nb)
+	}
+	return a < b
+}
+
+// numbers returns the runs of digits in s as integers.
+func numbers(s string) []int {
+	var out []int
+	n, in := 0, false
+	for _, r := range s + "x" {
+		if r >= '0' && r <= '9' {
+			n, in = n*10+int(r-'0'), true
+			continue
+		}
+		if in {
+			out = append(out, n)
+		}
+		n, in = 0, false
+	}
+	return out
 }
 
 // Probe boots the probe guest under KVM (when /dev/kvm exists) and falls
@@ -61,20 +147,20 @@ func Probe(ctx context.Context) (Result, error) {
 	if err != nil {
 		return r, errors.New("qemu-system-x86_64 not found: apt-get install -y qemu-system-x86")
 	}
-	if r.Kernel, err = Kernel(); err != nil {
+	if r.Kernel, err = DefaultKernel(); err != nil {
 		return r, err
 	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		r.KVMReason = "/dev/kvm does not exist (no hardware virtualisation, or the kvm module is not loaded)"
 	} else {
-		d, err := boot(ctx, qemu, r.Kernel, "kvm", KVMTimeout)
+		d, err := boot(ctx, qemu, r.Kernel.Image, "kvm", KVMTimeout)
 		if err == nil {
 			r.Accel, r.Boot = "kvm", d
 			return r, nil
 		}
 		r.KVMReason = "/dev/kvm exists but a guest did not boot under it: " + err.Error()
 	}
-	d, err := boot(ctx, qemu, r.Kernel, "tcg", TCGTimeout)
+	d, err := boot(ctx, qemu, r.Kernel.Image, "tcg", TCGTimeout)
 	if err != nil {
 		return r, fmt.Errorf("no QEMU guest boots here, not even under TCG: %w", err)
 	}

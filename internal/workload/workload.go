@@ -249,6 +249,20 @@ type Instance interface {
 	Run(ctx context.Context, t Trial) (Result, error)
 }
 
+// SizeNote starts the trial note in which a workload states a size it
+// scaled to the machine (a matrix, arrays, a file); reports repeat that note
+// once per workload.
+const SizeNote = "size: "
+
+// Estimator is implemented by instances whose trials take noticeably
+// longer than the study's trial length (sizing, data layout, checks):
+// Estimate returns the expected wall time of one trial of length trial,
+// not counting the platform's own start-up. Instances without it are
+// expected to take about the trial length.
+type Estimator interface {
+	Estimate(trial time.Duration) time.Duration
+}
+
 // Workload is a kind of workload, before its parameters are chosen.
 type Workload interface {
 	Name() string

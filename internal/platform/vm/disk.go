@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/vmprobe"
 )
 
 // DiskRecipe is part of the disk cache key; bump it when the steps below
@@ -35,11 +35,6 @@ type Disk struct {
 	Key    string
 }
 
-// KernelVersion returns the version part of /boot/vmlinuz-<version>.
-func KernelVersion(kernel string) string {
-	return strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
-}
-
 // DiskKey is the cache key of a guest disk: image ID, kernel version, recipe.
 func DiskKey(imageID, kver string) string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("nearnative-vm-disk\nrecipe=%d\nimage=%s\nkernel=%s\n", DiskRecipe, imageID, kver)))
@@ -47,15 +42,15 @@ func DiskKey(imageID, kver string) string {
 }
 
 // BuildDisk returns the raw ext4 root disk made from the workload image ref
-// plus the host's modules for kver, building it unless a disk of the same
+// plus the guest kernel's modules, building it unless a disk of the same
 // inputs is cached under dir's image directory.
-func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref, kver string, log io.Writer) (Disk, error) {
+func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref string, k vmprobe.Kernel, log io.Writer) (Disk, error) {
 	start := time.Now()
 	insp, _, err := api.ImageInspectWithRaw(ctx, ref)
 	if err != nil {
 		return Disk{}, fmt.Errorf("vm disk: inspecting workload image %s: %w", ref, err)
 	}
-	key := DiskKey(insp.ID, kver)
+	key := DiskKey(insp.ID, k.Version)
 	cache := filepath.Join(dir.ImageDir(), "vm")
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return Disk{}, fmt.Errorf("vm disk: %w", err)
@@ -70,7 +65,7 @@ func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref, kv
 		d.Cached, d.Took = true, time.Since(start)
 		return d, nil
 	}
-	fmt.Fprintf(log, "vm: building guest disk from %s and kernel modules %s\n", ref, kver)
+	fmt.Fprintf(log, "vm: building guest disk from %s and kernel modules %s\n", ref, k.Version)
 	removeStaleTrees(cache)
 	tree, err := os.MkdirTemp(cache, "tree-")
 	if err != nil {
@@ -80,7 +75,7 @@ func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref, kv
 	if err := exportImage(ctx, api, ref, tree); err != nil {
 		return d, err
 	}
-	if err := addGuestFiles(tree, kver); err != nil {
+	if err := addGuestFiles(tree, k.Modules); err != nil {
 		return d, err
 	}
 	size, err := treeSize(tree)
@@ -162,10 +157,11 @@ func exportContainer(ctx context.Context, api client.APIClient, id, dir string) 
 	return nil
 }
 
-// addGuestFiles adds the host's kernel modules and the few files a guest
-// needs that a container image lacks.
-func addGuestFiles(tree, kver string) error {
-	src := filepath.Join("/lib/modules", kver)
+// addGuestFiles adds the guest kernel's module directory (modules, the
+// directory named after the kernel release) and the few files a guest needs
+// that a container image lacks.
+func addGuestFiles(tree, modules string) error {
+	src := modules
 	dst := filepath.Join(tree, "lib", "modules")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err

@@ -81,7 +81,7 @@ func (p *Platform) seedDockerDisk(ctx context.Context, disk string) error {
 	p.next++
 	g, err := bootGuest(ctx, guestConfig{
 		Run: p.env.Run, Name: "vm-docker-seed", Accel: p.probe.Accel, VCPUs: p.vcpus, MemMiB: p.memMiB,
-		Kernel: p.kernel, Initrd: p.initrd, Disk: disk, Direct: true, Bridge: p.br, Index: p.next,
+		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: disk, Direct: true, Bridge: p.br, Index: p.next,
 		Console: filepath.Join(p.env.LogDir, "vm-docker-seed-console.log"),
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/vmprobe"
 )
 
 // DockerDiskRecipe is part of the vm-docker disk cache key.
@@ -42,14 +43,14 @@ func DockerDiskKey(imageID, kver string) string {
 // docker.io (installed with apt-get in a container of the workload image),
 // the host's modules, and the workload image already loaded into the guest's
 // Docker engine by one seeding boot (seed). Cached by its inputs.
-func buildDockerDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref, kver string, log io.Writer,
+func buildDockerDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref string, k vmprobe.Kernel, log io.Writer,
 	seed func(ctx context.Context, disk string) error) (Disk, error) {
 	start := time.Now()
 	insp, _, err := api.ImageInspectWithRaw(ctx, ref)
 	if err != nil {
 		return Disk{}, fmt.Errorf("vm-docker disk: inspecting workload image %s: %w", ref, err)
 	}
-	key := DockerDiskKey(insp.ID, kver)
+	key := DockerDiskKey(insp.ID, k.Version)
 	cache := filepath.Join(dir.ImageDir(), "vm")
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return Disk{}, err
@@ -74,7 +75,7 @@ func buildDockerDisk(ctx context.Context, api client.APIClient, dir state.Dir, r
 	if err := exportWithPackages(ctx, api, ref, guestDockerPackages, tree, log); err != nil {
 		return d, err
 	}
-	if err := addGuestFiles(tree, kver); err != nil {
+	if err := addGuestFiles(tree, k.Modules); err != nil {
 		return d, err
 	}
 	if err := saveImage(ctx, api, ref, filepath.Join(tree, seedTar)); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/vmagent"
+	"github.com/nearnative/nearnative/internal/vmprobe"
 )
 
 // InitrdRecipe is part of the initramfs cache key.
@@ -27,10 +28,10 @@ var guestModules = []string{"virtio_pci", "virtio_blk", "virtio_net"}
 
 // BuildInitrd returns an initramfs holding exe as /init (with the shared
 // libraries it needs when it is dynamically linked) and the virtio modules
-// of kernel version kver. It is cached by the hash of exe and kver.
-func BuildInitrd(dir state.Dir, exe, kver string) (string, error) {
+// of the guest kernel k. It is cached by the hash of exe and k's version.
+func BuildInitrd(dir state.Dir, exe string, k vmprobe.Kernel) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "nearnative-vm-initrd\nrecipe=%d\nkernel=%s\n", InitrdRecipe, kver)
+	fmt.Fprintf(h, "nearnative-vm-initrd\nrecipe=%d\nkernel=%s\n", InitrdRecipe, k.Version)
 	f, err := os.Open(exe)
 	if err != nil {
 		return "", fmt.Errorf("vm initramfs: %w", err)
@@ -51,7 +52,7 @@ func BuildInitrd(dir state.Dir, exe, kver string) (string, error) {
 		os.Chtimes(path, now, now) // recently used: pruned last
 		return path, nil
 	}
-	mods, err := moduleOrder(filepath.Join("/lib/modules", kver), guestModules)
+	mods, err := moduleOrder(k.Modules, guestModules)
 	if err != nil {
 		return "", err
 	}

@@ -81,7 +81,7 @@ type Platform struct {
 	mu      sync.Mutex
 	ready   bool
 	probe   vmprobe.Result
-	kernel  string
+	kernel  vmprobe.Kernel
 	disk    Disk
 	initrd  string
 	br      *bridge
@@ -146,12 +146,8 @@ func (p *Platform) Check(ctx context.Context) error {
 			return platform.Unavailablef("%s not found: apt-get install -y %s", tool.bin, tool.pkg)
 		}
 	}
-	k, err := vmprobe.Kernel()
-	if err != nil {
+	if _, err := vmprobe.DefaultKernel(); err != nil {
 		return platform.Unavailablef("%v", err)
-	}
-	if _, err := os.Stat(filepath.Join("/lib/modules", KernelVersion(k))); err != nil {
-		return platform.Unavailablef("no modules for the guest kernel %s: apt-get install -y linux-image-%s", k, KernelVersion(k))
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		return platform.Unavailablef("/dev/net/tun missing: modprobe tun")
@@ -197,7 +193,6 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		return err
 	}
 	p.kernel = p.probe.Kernel
-	kver := KernelVersion(p.kernel)
 	api, err := p.api(ctx)
 	if err != nil {
 		return err
@@ -218,7 +213,7 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		}
 		p.env.Image = ref
 	}
-	if p.initrd, err = BuildInitrd(p.dir, p.Exe, kver); err != nil {
+	if p.initrd, err = BuildInitrd(p.dir, p.Exe, p.kernel); err != nil {
 		return err
 	}
 	if p.br == nil && p.userNet == "" {
@@ -230,9 +225,9 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		}
 	}
 	if p.kind == platform.VM {
-		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, kver, p.log())
+		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log())
 	} else {
-		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, kver, p.log(), p.seedDockerDisk)
+		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log(), p.seedDockerDisk)
 	}
 	if err != nil {
 		return err
@@ -259,7 +254,7 @@ func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest
 	}
 	if _, err := os.Stat(p.initrd); err != nil {
 		// Pruned by another process since prepare: make it again.
-		initrd, err := BuildInitrd(p.dir, p.Exe, KernelVersion(p.kernel))
+		initrd, err := BuildInitrd(p.dir, p.Exe, p.kernel)
 		if err != nil {
 			p.mu.Unlock()
 			return nil, err
@@ -269,7 +264,7 @@ func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest
 	p.next++
 	cfg := guestConfig{
 		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: p.vcpus, MemMiB: p.memMiB,
-		Kernel: p.kernel, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
+		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
 		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
 	p.mu.Unlock()

@@ -1,14 +1,32 @@
 // Package fio is the storage micro-benchmark after the seed "Docker
-// Containers Performance in VMware vSphere": fio with 4k blocks and direct
-// I/O (libaio) on one shared file, random read (8 jobs x iodepth 16), random
-// write (8 x 16) or a 70/30 read/write mix (8 x 32), run entirely inside the
-// platform as a one-shot job. The file lives on a host directory bind-mounted
-// into the platform (storage=volume, as the seed did) or in the container's
-// own file system (storage=container, overlay2 under Docker).
+// Containers Performance in VMware vSphere" (its Figure 4): fio with 4k
+// blocks and direct I/O (libaio) on one shared file, random read (8 jobs x
+// iodepth 16), random write (8 x 16) or a 70/30 read/write mix (8 x 32), run
+// entirely inside the platform as a one-shot job.
+//
+// Where the file lives is the storage variant: storage=volume puts it in a
+// host directory, bind-mounted into a container (natively: the directory
+// itself, the native file system); storage=container puts it in the
+// platform's own file system: the container's overlay, or a VM guest's
+// virtual disk (VMs have no host volumes).
+//
+// # File size
+//
+// The seed used a 10 GB file on a 400 GB SSD with direct I/O so that no
+// page cache takes part. Direct I/O keeps the host's page cache out natively
+// and in containers, but a VM's virtual disk is a file QEMU reads through
+// the host's cache, so the default size (size=auto) is the larger of the
+// seed's 10 GiB and 1.1x the host's RAM: the file never fits in the page
+// cache. A file larger than the free disk is refused before the study
+// starts. Native and volume trials of a run share one host file, laid out
+// by the first of them and removed when the run ends; a container's own file
+// system and a guest's disk are new for every trial, so those trials lay out
+// their own (outside the measured time).
 package fio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,12 +34,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -103,6 +124,8 @@ type Config struct {
 	Depth   int
 	Runtime time.Duration // measured, after the ramp
 	Ramp    time.Duration // run but not measured
+	// Keep leaves the file in place for later trials (--unlink=0).
+	Keep bool
 }
 
 // Args returns the fio command line for file. fio lays the file out (and
@@ -132,10 +155,21 @@ func (c Config) Args(file string) []string {
 		"--ramp_time="+fioTime(c.Ramp),
 		"--group_reporting",
 		"--percentile_list=50:99",
-		"--unlink=1",
+		"--unlink="+map[bool]string{true: "0", false: "1"}[c.Keep],
 		"--output-format=json",
 	)
 }
+
+// AutoSize is the default file size for a host with mem bytes of RAM: the
+// larger of the seed's 10 GiB and 1.1x the RAM, in whole GiB, so that the
+// file never fits in the page cache.
+func AutoSize(mem int64) int64 {
+	n := max(SeedSize, mem+mem/10)
+	return (n + 1<<30 - 1) / (1 << 30) * (1 << 30)
+}
+
+// SeedSize is the seed's file size.
+const SeedSize = 10 << 30
 
 // fioSize writes n with fio's 1024-based suffixes where exact.
 func fioSize(n int64) string {
@@ -166,7 +200,7 @@ func (Workload) Name() string { return "fio" }
 
 // Description implements workload.Workload.
 func (Workload) Description() string {
-	return "fio inside the platform: 4k direct random read, write or 70/30 mix (libaio) on a volume or the container's file system; IOPS and completion latency"
+	return "fio inside the platform: 4k direct random read, write or 70/30 mix (libaio) on a host volume or the platform's own file system (overlay, VM disk); IOPS and completion latency"
 }
 
 // Params implements workload.Workload.
@@ -174,8 +208,9 @@ func (Workload) Params() []workload.Param {
 	return []workload.Param{
 		{Name: "mode", Type: workload.String, Default: "randread", Enum: modeNames(), Help: "randread and randwrite (8 jobs x iodepth 16), randrw70: 70% read (8 x 32), as the seed"},
 		{Name: "storage", Type: workload.String, Default: StorageVolume, Enum: []string{StorageVolume, StorageContainer},
-			Help: "where the file lives: volume (a host temp dir under $TMPDIR, bind-mounted) or container (the container's own file system, overlay2); natively both are the host dir"},
-		{Name: "size", Type: workload.String, Default: "10g", Quick: "128m", Help: "file size, e.g. 1g, 512m; the default is the seed's 10g (--quick: 128m); shared by all jobs"},
+			Help: "where the file lives: volume (a host temp dir under $TMPDIR, bind-mounted; not in VMs) or container (the platform's own file system: a container's overlay2, a VM's virtual disk); natively both are the host dir"},
+		{Name: "size", Type: workload.String, Default: "auto", Quick: "512m",
+			Help: "file size, e.g. 10g, 512m; auto = the larger of the seed's 10g and 1.1x the host's RAM, so that the file never fits in the page cache (--quick: 512m, which does; direct I/O keeps the cache out except below a VM's disk); refused when larger than the free disk"},
 		{Name: "bs", Type: workload.String, Default: "4k", Help: "block size, a multiple of 512 (seed: 4k)"},
 		{Name: "numjobs", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "fio jobs; 0 = the mode's seed figure (8)"},
 		{Name: "iodepth", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "I/Os in flight per job; 0 = the mode's seed figure (16, or 32 for randrw70)"},
@@ -190,9 +225,15 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("parameter mode: %q is not one of %s", v.String("mode"), strings.Join(modeNames(), ", "))
 	}
-	size, err := platform.ParseBytes(v.String("size"))
+	mem, err := sysinfo.MemoryBytes()
 	if err != nil {
-		return nil, fmt.Errorf("parameter size: %w", err)
+		return nil, err
+	}
+	var size int64
+	if s := v.String("size"); s == "auto" {
+		size = AutoSize(mem)
+	} else if size, err = platform.ParseBytes(s); err != nil {
+		return nil, fmt.Errorf("parameter size: %w (or auto)", err)
 	}
 	bs, err := platform.ParseBytes(v.String("bs"))
 	if err != nil {
@@ -216,13 +257,32 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	if cfg.Depth == 0 {
 		cfg.Depth = mode.Depth
 	}
-	return &Instance{cfg: cfg, storage: v.String("storage")}, nil
+	in := &Instance{cfg: cfg, storage: v.String("storage"), mem: mem, sizeText: v.String("size")}
+	// The host file (native, volume) goes under $TMPDIR; a container's own
+	// file system is Docker's data directory, on the host's disk as well.
+	dirs := []string{os.TempDir()}
+	if in.storage == StorageContainer {
+		dirs = append(dirs, DockerRoot)
+	}
+	for _, d := range dirs {
+		if err := checkSpace(d, cfg.Size, in.sizeText); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
 }
+
+// DockerRoot is Docker's default data directory, where a container's own
+// file system lives; its free space is checked when it exists.
+const DockerRoot = "/var/lib/docker"
 
 // Instance is a configured fio workload.
 type Instance struct {
-	cfg     Config // Runtime 0 = the trial length
-	storage string
+	cfg      Config // Runtime 0 = the trial length
+	storage  string
+	mem      int64  // the host's RAM
+	sizeText string // the size parameter as given ("auto", "10g")
+	runs     []hostKey
 }
 
 // Metrics implements workload.Instance.
@@ -254,16 +314,91 @@ type placement struct {
 }
 
 // place decides where the file goes for a job started with l: natively in
-// the host directory, in a container on the volume or in its own file
-// system.
+// the host directory, in a container or guest on the volume or in its own
+// file system (the job's directory there: ContainerDir in a container,
+// below it in a guest).
 func (in *Instance) place(l platform.Listen, hostDir string) placement {
-	if l.Dir != platform.ContainerDir {
+	if l.Dir != platform.ContainerDir && !strings.HasPrefix(l.Dir, platform.ContainerDir+"/") {
 		return placement{dir: hostDir}
 	}
 	if in.storage == StorageVolume {
 		return placement{dir: VolumePath, inside: true}
 	}
-	return placement{dir: platform.ContainerDir, inside: true}
+	return placement{dir: l.Dir, inside: true}
+}
+
+// hostFiles are the host directories whose data file the native and volume
+// trials of a run share, by run and file size; Close removes them.
+var hostFiles = struct {
+	sync.Mutex
+	dirs map[hostKey]*hostFile
+}{dirs: map[hostKey]*hostFile{}}
+
+type hostKey struct {
+	run  runid.ID
+	size int64
+}
+
+type hostFile struct {
+	dir     string
+	laidOut bool // a trial has laid the file out
+}
+
+// hostFile returns the run's shared host directory for this file size,
+// making it on first use.
+func (in *Instance) hostFile(run runid.ID) (*hostFile, error) {
+	hostFiles.Lock()
+	defer hostFiles.Unlock()
+	k := hostKey{run, in.cfg.Size}
+	if f, ok := hostFiles.dirs[k]; ok {
+		return f, nil
+	}
+	dir, err := state.TempDir(run, "fio-data")
+	if err != nil {
+		return nil, err
+	}
+	f := &hostFile{dir: dir}
+	hostFiles.dirs[k] = f
+	in.runs = append(in.runs, k)
+	return f, nil
+}
+
+// Close implements io.Closer: it removes the host files of the runs this
+// instance took part in (the engine closes instances when a run ends).
+func (in *Instance) Close() error {
+	hostFiles.Lock()
+	defer hostFiles.Unlock()
+	var errs []error
+	for _, k := range in.runs {
+		if f, ok := hostFiles.dirs[k]; ok {
+			if err := os.RemoveAll(f.dir); err != nil {
+				errs = append(errs, fmt.Errorf("removing the fio data directory: %w", err))
+			}
+			delete(hostFiles.dirs, k)
+		}
+	}
+	in.runs = nil
+	return errors.Join(errs...)
+}
+
+// dfMarker separates df's output from fio's JSON in the job's stdout.
+const dfMarker = "==nearnative-fio=="
+
+// jobScript runs df on the file's directory (not measured), then fio.
+const jobScript = `df --output=fstype,source,target "$1" 2>&1; echo "` + dfMarker + `"; shift; exec "$@"`
+
+// Estimate implements workload.Estimator: the ramp, the runtime and, when
+// the trial lays out its own file, writing it at about 1 GB/s.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	run := in.cfg.Runtime
+	if run == 0 {
+		run = trial
+	}
+	d := run + in.cfg.Ramp + time.Second
+	if in.storage == StorageContainer {
+		d += time.Duration(float64(in.cfg.Size) / 1e9 * float64(time.Second))
+	}
+	return d
 }
 
 // Run implements workload.Instance.
@@ -279,65 +414,45 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	if cfg.Runtime < time.Second {
 		return res, fmt.Errorf("fio runtime %v is too short: set a trial length or the runtime parameter of at least 1s", cfg.Runtime)
 	}
-	hostDir, err := state.TempDir(t.Run, t.Name+"-fio")
+	hf, err := in.hostFile(t.Run)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if rerr := os.RemoveAll(hostDir); rerr != nil && err == nil {
-			err = fmt.Errorf("removing the fio directory: %w", rerr)
-		}
-	}()
-	if in.storage == StorageVolume {
-		if err := checkSpace(hostDir, cfg.Size); err != nil {
-			return res, err
-		}
-	}
 	base := platform.Spec{Name: "fio"}
 	if in.storage == StorageVolume {
-		base.Volumes = []platform.Volume{{HostPath: hostDir, Path: VolumePath}}
+		base.Volumes = []platform.Volume{{HostPath: hf.dir, Path: VolumePath}}
 	}
-
-	// Where the file lives, as the platform sees it (not measured).
 	var pl placement
-	probe := base
-	probe.Name = "fio-fs"
-	probe.Command = func(l platform.Listen) []string {
-		pl = in.place(l, hostDir)
-		return []string{"df", "--output=fstype,source,target", pl.dir}
-	}
-	pr, perr := jr.RunJob(ctx, t.Name, probe)
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	fs := "file system unknown"
-	if perr == nil {
-		if d, ok := parseDF(pr.Stdout); ok {
-			fs = d
-		}
-	}
-	file := path.Join(pl.dir, FileName)
-	where := in.describe(pl, hostDir, file, fs)
-	res.Where = append(res.Where, where)
-	if perr != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("could not tell the file system (%s): %v", strings.Join(pr.Command, " "), perr))
-	}
-
 	spec := base
 	spec.Command = func(l platform.Listen) []string {
-		return cfg.Args(path.Join(in.place(l, hostDir).dir, FileName))
+		pl = in.place(l, hf.dir)
+		c := cfg
+		c.Keep = !pl.inside || in.storage == StorageVolume // the shared host file stays
+		return append([]string{"sh", "-c", jobScript, "fio-job", pl.dir}, c.Args(path.Join(pl.dir, FileName))...)
 	}
-	logf(t.Log, "fio %s on %s: %s file at %s, %v after %v ramp", cfg.Mode.Name, t.Platform.Name(), fioSize(cfg.Size), file, cfg.Runtime, cfg.Ramp)
+	hostFiles.Lock()
+	reused := hf.laidOut
+	hostFiles.Unlock()
+	logf(t.Log, "fio %s on %s: %s file (%s), %v after %v ramp", cfg.Mode.Name, t.Platform.Name(), fioSize(cfg.Size), in.sizeText, cfg.Runtime, cfg.Ramp)
 	jres, jerr := jr.RunJob(ctx, t.Name, spec)
 	if len(jres.Command) > 0 {
 		res.Commands = append(res.Commands, "job: "+strings.Join(jres.Command, " "))
 	}
 	if jres.Where != "" {
-		res.Where = append([]string{jres.Where}, res.Where...)
+		res.Where = append(res.Where, jres.Where)
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
+	df, fioOut := splitDF(jres.Stdout)
+	jres.Stdout = fioOut
+	fs := "file system unknown"
+	if d, ok := parseDF(df); ok {
+		fs = d
+	}
+	file := path.Join(pl.dir, FileName)
+	where := in.describe(pl, hf.dir, file, fs)
+	res.Where = append(res.Where, where)
 	raw, werr := saveRaw(t.RawDir, t.Name, jres)
 	if jerr == nil && werr != nil {
 		return res, werr
@@ -349,12 +464,48 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	if err != nil {
 		return res, fmt.Errorf("fio output: %w: see %s", err, raw)
 	}
+	shared := !pl.inside || in.storage == StorageVolume
+	if shared {
+		hostFiles.Lock()
+		hf.laidOut = true
+		hostFiles.Unlock()
+	}
 	res.Values = values(cfg.Mode, sum)
+	layout := fmt.Sprintf("fio laid out and fsynced the %s file before the timed run", fioSize(cfg.Size))
+	switch {
+	case shared && reused:
+		layout = fmt.Sprintf("the %s host file laid out by an earlier trial of this run was reused (native and volume trials share it; removed when the run ends)", fioSize(cfg.Size))
+	case shared:
+		layout += " (kept for the run's later native and volume trials)"
+	default:
+		layout += "; removed after the trial"
+	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%s (fio --version as run on the platform)", sum.Version),
-		fmt.Sprintf("fio laid out and fsynced the %s file before the timed run; %v ramp not measured; file removed after the trial", fioSize(cfg.Size), cfg.Ramp),
+		fmt.Sprintf("%s; %v ramp not measured", layout, cfg.Ramp),
+		workload.SizeNote+in.sizeNote(),
 		where)
 	return res, nil
+}
+
+// sizeNote says how the file size relates to the page cache.
+func (in *Instance) sizeNote() string {
+	what := fmt.Sprintf("file size %s (size=%s)", fioSize(in.cfg.Size), in.sizeText)
+	ram := fmt.Sprintf("%.1f GiB", float64(in.mem)/(1<<30))
+	if in.cfg.Size > in.mem {
+		return fmt.Sprintf("%s, larger than the host's %s RAM: it never fits in the page cache", what, ram)
+	}
+	return fmt.Sprintf("%s fits in the host's %s RAM: direct I/O keeps the page cache out natively and in containers, but a VM's virtual disk may be served from the host's cache (size=auto avoids that)", what, ram)
+}
+
+// splitDF separates the job's df output from fio's.
+func splitDF(out []byte) (df, fio []byte) {
+	s := string(out)
+	i := strings.Index(s, dfMarker+"\n")
+	if i < 0 {
+		return nil, out
+	}
+	return []byte(s[:i]), []byte(s[i+len(dfMarker)+1:])
 }
 
 // describe says where the data file is, for Result.Where.
@@ -437,17 +588,34 @@ func saveRaw(dir, trial string, j platform.JobResult) (string, error) {
 }
 
 // checkSpace fails when dir's file system lacks room for a file of size
-// bytes plus a margin.
-func checkSpace(dir string, size int64) error {
+// bytes plus a margin (a tenth, and 64 MiB), saying the largest size that
+// fits; a dir that does not exist is not checked.
+func checkSpace(dir string, size int64, given string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
 		return fmt.Errorf("checking free space under %s: %w", dir, err)
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if need := size + size/10 + 64<<20; free < need {
-		return fmt.Errorf("fio needs %s free under %s, only %s left: lower size or point $TMPDIR elsewhere", fioSize(need), dir, fioSize(free))
+		most := max((free-64<<20)*10/11, 0) / (1 << 20) * (1 << 20)
+		if most >= 1<<30 {
+			most = most / (1 << 30) * (1 << 30)
+		}
+		return fmt.Errorf("fio: a %s file (size=%s) needs %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
+			human(size), given, human(need), dir, human(free), fioSize(most))
 	}
 	return nil
+}
+
+// human formats a byte count for messages: GiB with one decimal, or MiB.
+func human(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 }
 
 // parseDF reads `df --output=fstype,source,target` output into

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -59,6 +60,11 @@ func TestFioSizeTime(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	mem, err := sysinfo.MemoryBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto := AutoSize(mem)
 	tests := []struct {
 		name      string
 		over      map[string]string
@@ -69,17 +75,19 @@ func TestNew(t *testing.T) {
 		wantSize  int64
 		metrics   []string
 	}{
-		{name: "defaults", wantJobs: 8, wantDepth: 16, wantSize: 10 << 30,
+		{name: "defaults", wantJobs: 8, wantDepth: 16, wantSize: auto,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
-		{name: "quick", quick: true, wantJobs: 8, wantDepth: 16, wantSize: 128 << 20,
+		{name: "quick", quick: true, wantJobs: 8, wantDepth: 16, wantSize: 512 << 20,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
-		{name: "write", over: map[string]string{"mode": "randwrite"}, wantJobs: 8, wantDepth: 16, wantSize: 10 << 30,
+		{name: "write", over: map[string]string{"mode": "randwrite"}, wantJobs: 8, wantDepth: 16, wantSize: auto,
 			metrics: []string{MetricIOPS, MetricWriteP50, MetricWriteP99}},
 		{name: "mixed", over: map[string]string{"mode": "randrw70", "size": "10g"}, wantJobs: 8, wantDepth: 32, wantSize: 10 << 30,
 			metrics: []string{MetricIOPS, MetricReadIOPS, MetricWriteIOPS, MetricReadP50, MetricReadP99, MetricWriteP50, MetricWriteP99}},
-		{name: "overrides", over: map[string]string{"numjobs": "2", "iodepth": "4", "runtime": "3s"}, wantJobs: 2, wantDepth: 4, wantSize: 10 << 30,
+		{name: "overrides", over: map[string]string{"numjobs": "2", "iodepth": "4", "runtime": "3s", "size": "1g"}, wantJobs: 2, wantDepth: 4, wantSize: 1 << 30,
 			metrics: []string{MetricIOPS, MetricReadP50, MetricReadP99}},
 		{name: "bad size", over: map[string]string{"size": "lots"}, wantErr: "parameter size"},
+		{name: "beyond the disk", over: map[string]string{"size": "500t"}, wantErr: "set size to at most"},
+		{name: "beyond the disk, overlay", over: map[string]string{"size": "500t", "storage": "container"}, wantErr: "size=500t"},
 		{name: "tiny size", over: map[string]string{"size": "64k"}, wantErr: "too small"},
 		{name: "bs not sector", over: map[string]string{"bs": "1000"}, wantErr: "multiple of 512"},
 		{name: "runtime garbage", over: map[string]string{"runtime": "soon"}, wantErr: "parameter runtime"},
@@ -102,6 +110,7 @@ func TestNew(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := inst.(*Instance)
+			defer in.Close()
 			if in.cfg.Jobs != tc.wantJobs || in.cfg.Depth != tc.wantDepth || in.cfg.Size != tc.wantSize {
 				t.Errorf("jobs %d depth %d size %d, want %d %d %d", in.cfg.Jobs, in.cfg.Depth, in.cfg.Size, tc.wantJobs, tc.wantDepth, tc.wantSize)
 			}
@@ -116,6 +125,48 @@ func TestNew(t *testing.T) {
 				t.Errorf("metrics %v, want %v", names, tc.metrics)
 			}
 		})
+	}
+}
+
+func TestAutoSize(t *testing.T) {
+	tests := []struct{ mem, want int64 }{
+		{2 << 30, 10 << 30},    // small host: the seed's 10 GiB
+		{9 << 30, 10 << 30},    // 1.1 x 9 GiB = 9.9 GiB: still the seed's
+		{24 << 30, 27 << 30},   // this machine: 26.4 GiB, whole GiB up
+		{512 << 30, 564 << 30}, // the seed's host: 563.2 GiB -> 564
+	}
+	for _, tc := range tests {
+		got := AutoSize(tc.mem)
+		if got != tc.want {
+			t.Errorf("AutoSize(%d MiB) = %d MiB, want %d MiB", tc.mem>>20, got>>20, tc.want>>20)
+		}
+		if got <= tc.mem || got%(1<<30) != 0 {
+			t.Errorf("AutoSize(%d) = %d: not above the RAM in whole GiB", tc.mem, got)
+		}
+	}
+}
+
+func TestCheckSpace(t *testing.T) {
+	dir := t.TempDir()
+	if err := checkSpace(dir, 1<<20, "1m"); err != nil {
+		t.Errorf("1m: %v", err)
+	}
+	err := checkSpace(dir, 1<<60, "auto")
+	if err == nil || !strings.Contains(err.Error(), "size=auto") || !strings.Contains(err.Error(), "set size to at most") {
+		t.Errorf("1 EiB: %v", err)
+	}
+	if err := checkSpace(filepath.Join(dir, "missing"), 1<<60, "auto"); err != nil {
+		t.Errorf("missing dir: %v", err)
+	}
+}
+
+func TestSplitDF(t *testing.T) {
+	df, rest := splitDF([]byte("Type Filesystem Mounted on\next4 /dev/vda /x\n" + dfMarker + "\n{\"fio\": 1}\n"))
+	if d, ok := parseDF(df); !ok || d != "ext4 /dev/vda mounted at /x" || string(rest) != "{\"fio\": 1}\n" {
+		t.Errorf("split: %q %q", df, rest)
+	}
+	if df, rest := splitDF([]byte("{}")); df != nil || string(rest) != "{}" {
+		t.Errorf("no marker: %q %q", df, rest)
 	}
 }
 
@@ -275,6 +326,8 @@ func TestPlaceAndDescribe(t *testing.T) {
 		{StorageContainer, host, "/tmp/vol", false, "same as volume"},
 		{StorageVolume, ctr, VolumePath, true, "host volume /tmp/vol/fio.dat, bind-mounted at /fio-data/fio.dat"},
 		{StorageContainer, ctr, platform.ContainerDir, true, "own file system at /nearnative/fio.dat"},
+		// A guest's job directory is below ContainerDir, on its virtual disk.
+		{StorageContainer, platform.Listen{Dir: platform.ContainerDir + "/fio"}, platform.ContainerDir + "/fio", true, "own file system at /nearnative/fio/fio.dat"},
 	}
 	for _, tc := range tests {
 		in := &Instance{storage: tc.storage}

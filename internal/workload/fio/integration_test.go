@@ -3,6 +3,7 @@ package fio
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,9 +99,49 @@ func TestIntegration(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(raw, tc.name+"-fio.json")); err != nil {
 				t.Errorf("raw output not saved: %v", err)
 			}
+			if err := in.(io.Closer).Close(); err != nil {
+				t.Error(err)
+			}
 			checkClean(t, run)
 		})
 	}
+}
+
+// TestIntegrationShared runs a native and a volume trial of one run: the
+// second reuses the host file the first laid out, and Close removes it.
+func TestIntegrationShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fio natively and in Docker; skipped in -short mode")
+	}
+	run := runid.New()
+	root := t.TempDir()
+	platforms := testenv.Platforms(t, run, root, platform.Native, platform.DockerNAT)
+	read := newInstance(t, map[string]string{"mode": "randread"})
+	write := newInstance(t, map[string]string{"mode": "randwrite"})
+	var notes []string
+	for i, step := range []struct {
+		in   workload.Instance
+		plat string
+	}{{read, platform.Native}, {write, platform.DockerNAT}, {read, platform.DockerNAT}} {
+		res, err := step.in.Run(context.Background(), workload.Trial{Run: run, Name: "s" + string(rune('0'+i)), Platform: platforms[step.plat], Duration: time.Second, RawDir: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes = append(notes, strings.Join(res.Notes, "\n"))
+	}
+	if !strings.Contains(notes[0], "kept for the run's later") || !strings.Contains(notes[1], "reused") || !strings.Contains(notes[2], "reused") {
+		t.Errorf("notes:\n%s", strings.Join(notes, "\n---\n"))
+	}
+	left, _ := state.TempDirs(run)
+	if len(left) != 1 {
+		t.Errorf("during the run: %v, want the one shared data directory", left)
+	}
+	for _, in := range []workload.Instance{read, write} {
+		if err := in.(io.Closer).Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	checkClean(t, run)
 }
 
 func TestIntegrationCancel(t *testing.T) {
@@ -122,6 +163,7 @@ func TestIntegrationCancel(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
 	}
+	in.(io.Closer).Close()
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("cancelled trial took %v", d)
 	}
@@ -147,6 +189,7 @@ func TestIntegrationFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "fail", Platform: nat, Duration: time.Second, RawDir: root})
+	in.Close()
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "fail-fio.json")) {
 		t.Fatalf("err = %v, want it to point to the raw output", err)
 	}

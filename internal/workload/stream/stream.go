@@ -1,50 +1,39 @@
 // Package stream is the STREAM micro-benchmark after the seed "Docker
-// Containers Performance in VMware vSphere" (Copy, Scale, Add, Triad; one
-// thread per core; arrays far larger than the last-level cache): hpcc's MPI
-// STREAM (StarSTREAM, Debian's hpcc package; Debian packages no standalone
-// STREAM), run entirely inside the platform as a one-shot job, one MPI
-// process per CPU of the platform by default. Every process runs the four
-// kernels on its own three arrays at the same time, between barriers; the
-// machine's bandwidth is the per-process rate times the processes.
+// Containers Performance in VMware vSphere" (its Figure 3): Copy, Scale,
+// Add and Triad memory bandwidth, run entirely inside the platform as a
+// one-shot job.
+//
+// The program is nearnative's nn-stream (csrc/stream, built by package
+// benchbin into the workload image and onto the host): McCalpin's four
+// kernels with OpenMP, one thread per CPU of the platform, arrays first
+// touched by the threads that use them, every kernel repeated many times
+// (at least reps, then until the trial length is used up) and its best
+// time reported, the results validated as stream.c does. A trial that fails
+// validation fails.
 //
 // # Array size
 //
-// hpcc has no STREAM size of its own: it gives every MPI process
-// HPLMaxProcMem = N*N*8/(P*Q) bytes, from HPL's problem size N in
-// hpccinf.txt and the process grid P x Q (P*Q = np processes), and STREAM
-// takes a third of that for each of its arrays of 8-byte doubles:
-//
-//	elements per process = N*N*8/np / 8 / 3 = N*N/(3*np)
-//	one array, all processes = np * that * 8 bytes ≈ N*N*8/3
-//
-// which does not depend on np. To make each array (over all processes, which
-// share the cache) at least llc_multiple times the last-level cache, N is
-// the smallest multiple of 80 with N*N*8/3 >= llc_multiple * LLC (see
-// hpcc.NForArrays); STREAM's rule asks for 4 times, the default. The trial
-// checks the size hpcc reports ("Array size = ...") against the target.
-//
-// # What else runs
-//
-// hpcc cannot run STREAM alone: RandomAccess, PTRANS and DGEMM come first,
-// sized from the same N, and take far longer than STREAM (minutes with the
-// reference BLAS on a 32 MB cache). The job stops hpcc as soon as the
-// StarSTREAM section is complete, so the FFT, latency/bandwidth and HPL tests
-// (the longest) never run; the result therefore comes from the StarSTREAM
-// section of hpccoutf.txt, not from its Summary section, which hpcc writes
-// only at the end.
+// McCalpin's rule: each array at least 4 times the last-level cache (all of
+// its instances together). The seed used arrays of 2 billion elements, about
+// 45 GB of a 512 GB host, 8.8% of its RAM: by default each array is the
+// larger of 4x the cache and mem_fraction of the host's RAM split over the
+// three arrays. A given size below 4x the cache is refused before the study
+// starts, as is one that does not fit in memory.
 package stream
 
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
+	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
-	"github.com/nearnative/nearnative/internal/workload/hpcc"
 )
 
-// Metric names: bandwidth of the whole machine in MB/s (10^6 bytes/s).
+// Metric names: bandwidth of the whole platform in MB/s (10^6 bytes/s).
 const (
 	MetricCopy  = "copy_mbps"
 	MetricScale = "scale_mbps"
@@ -53,10 +42,13 @@ const (
 )
 
 // RuleMultiple is STREAM's rule: each array at least 4 times the cache.
-const RuleMultiple = 4.0
+const RuleMultiple = 4
 
-// section is the hpcc section the job stops after and the trial reads.
-const section = "StarSTREAM"
+// MaxFraction bounds the three arrays' share of RAM.
+const MaxFraction = 0.8
+
+// MaxBudget bounds the time a trial spends repeating the kernels.
+const MaxBudget = 25 * time.Second
 
 // Workload is the stream workload kind.
 type Workload struct{}
@@ -66,120 +58,169 @@ func (Workload) Name() string { return "stream" }
 
 // Description implements workload.Workload.
 func (Workload) Description() string {
-	return "STREAM Copy, Scale, Add, Triad (hpcc's MPI STREAM, one process per CPU) inside the platform, arrays 4x the last-level cache: MB/s"
+	return "STREAM Copy, Scale, Add, Triad (nn-stream: McCalpin's kernels, OpenMP, best of many repetitions, validated) inside the platform: MB/s"
 }
 
 // Params implements workload.Workload.
 func (Workload) Params() []workload.Param {
 	return []workload.Param{
-		{Name: "llc_multiple", Type: workload.Float, Default: "4", Quick: "1", Min: 0.01, HasMin: true,
-			Help: "each array, summed over the processes, is this many times the last-level cache; STREAM's rule is at least 4 (below it a note says the result includes cache hits)"},
+		{Name: "elements", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
+			Help: "elements (8-byte doubles) per array; 0 = the larger of 4x the last-level cache and mem_fraction of RAM; below 4x the cache is refused"},
+		{Name: "mem_fraction", Type: workload.Float, Default: "0.088", Quick: "0", Min: 0, HasMin: true,
+			Help: "share of the host's RAM the three arrays take together when elements is 0; the default is the seed's (2 billion elements, 45 GB of 512 GB); 0 = 4x the cache only (--quick)"},
 		{Name: "llc", Type: workload.String, Default: "", Help: "last-level cache to size against, e.g. 32m; empty = the host's, from /sys/devices/system/cpu (all instances summed)"},
-		{Name: "procs", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "MPI processes (STREAM threads); 0 = one per CPU the platform offers (nproc inside it)"},
+		{Name: "threads", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
+			Help: "OpenMP threads; 0 = one per CPU the platform offers; more than the platform's CPUs is refused"},
+		{Name: "reps", Type: workload.Int, Default: "10", Min: 2, HasMin: true,
+			Help: "least repetitions of the four kernels (stream.c's NTIMES is 10); more run until the trial length (at most 25 s) is used"},
 	}
+}
+
+// Config is a stream workload's settings and the host facts they are
+// checked against.
+type Config struct {
+	Elements    int64
+	MemFraction float64
+	LLC         LLC
+	LLCGiven    bool
+	Threads     int
+	Reps        int
+	MemBytes    int64
+	HostCPUs    int
+}
+
+// MinElements is the smallest array McCalpin's rule allows for the cache.
+func (c Config) MinElements() int64 {
+	return (RuleMultiple*c.LLC.Total + 7) / 8
+}
+
+// Validate refuses sizes that break STREAM's rule or do not fit, saying
+// the limit and the parameter to change.
+func (c Config) Validate() error {
+	minEl := c.MinElements()
+	maxEl := int64(MaxFraction * float64(c.MemBytes) / 24)
+	switch {
+	case c.MemFraction < 0 || c.MemFraction > MaxFraction:
+		return fmt.Errorf("stream: mem_fraction %g must be between 0 and %g", c.MemFraction, MaxFraction)
+	case c.Elements > 0 && c.Elements < minEl:
+		return fmt.Errorf("stream: elements=%d makes each array %s, below %dx the last-level cache (%s = %s): set elements to at least %d (or llc, if the cache is misread)",
+			c.Elements, mib(c.Elements*8), RuleMultiple, c.LLC, mib(RuleMultiple*c.LLC.Total), minEl)
+	case c.Elements > maxEl:
+		return fmt.Errorf("stream: elements=%d needs 3 arrays of %s, more than %.0f%% of this host's %s RAM: set elements to at most %d",
+			c.Elements, mib(c.Elements*8), MaxFraction*100, mib(c.MemBytes), maxEl)
+	case c.Elements == 0 && minEl > maxEl:
+		return fmt.Errorf("stream: 4x the last-level cache (%s) does not fit 3 times in %.0f%% of this host's %s RAM", c.LLC, MaxFraction*100, mib(c.MemBytes))
+	case c.Threads > c.HostCPUs:
+		return fmt.Errorf("stream: threads=%d oversubscribes this host's %d CPUs: set threads to at most %d (0 = one per CPU)", c.Threads, c.HostCPUs, c.HostCPUs)
+	}
+	return nil
+}
+
+// Size returns the elements per array and why.
+func (c Config) Size() (int64, string) {
+	minEl := c.MinElements()
+	cache := "the host's last-level cache " + c.LLC.String()
+	if c.LLCGiven {
+		cache = "the given cache llc=" + mib(c.LLC.Total)
+	}
+	if c.Elements > 0 {
+		return c.Elements, fmt.Sprintf("each array %d elements = %s (given), %.1fx %s", c.Elements, mib(c.Elements*8), float64(c.Elements*8)/float64(c.LLC.Total), cache)
+	}
+	byMem := int64(c.MemFraction * float64(c.MemBytes) / 24)
+	if byMem > minEl {
+		return byMem, fmt.Sprintf("each array %d elements = %s from mem_fraction=%g of the host's %s RAM over 3 arrays: %.1fx %s (set elements to choose)",
+			byMem, mib(byMem*8), c.MemFraction, mib(c.MemBytes), float64(byMem*8)/float64(c.LLC.Total), cache)
+	}
+	return minEl, fmt.Sprintf("each array %d elements = %s: %.1fx %s, McCalpin's minimum (mem_fraction=%g gives less; set elements to choose)",
+		minEl, mib(minEl*8), float64(minEl*8)/float64(c.LLC.Total), cache, c.MemFraction)
 }
 
 // New implements workload.Workload.
 func (Workload) New(v workload.Values) (workload.Instance, error) {
-	in := &Instance{multiple: v.Float("llc_multiple"), procs: v.Int("procs"), cpuDir: CPUDir}
+	mem, err := sysinfo.MemoryBytes()
+	if err != nil {
+		return nil, err
+	}
+	c := Config{Elements: int64(v.Int("elements")), MemFraction: v.Float("mem_fraction"), Threads: v.Int("threads"),
+		Reps: v.Int("reps"), MemBytes: mem, HostCPUs: sysinfo.CPUCount()}
 	if s := v.String("llc"); s != "" {
 		b, err := platform.ParseBytes(s)
 		if err != nil {
 			return nil, fmt.Errorf("parameter llc: %w", err)
 		}
-		in.llc = &LLC{Level: 0, Size: b, Instances: 1, Total: b}
+		c.LLC, c.LLCGiven = LLC{Level: 0, Size: b, Instances: 1, Total: b}, true
+	} else if c.LLC, err = ReadLLC(CPUDir); err != nil {
+		return nil, err
 	}
-	return in, nil
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Instance{cfg: c}, nil
 }
 
 // Instance is a configured stream workload.
 type Instance struct {
-	multiple float64
-	procs    int
-	llc      *LLC   // given; nil = read from cpuDir
-	cpuDir   string // where to read the host's caches
+	cfg Config
 }
 
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
-	help := "bandwidth of all processes together: hpcc's StarSTREAM rate of one process (bytes moved / best of 10 iterations) times the processes"
+	help := "bytes the kernel moves over its best time of all repetitions (the first left out), all threads together"
 	return []workload.Metric{
-		{Name: MetricCopy, Unit: "MB/s", HigherIsBetter: true, Help: "Copy c=a (16 bytes per element); " + help},
-		{Name: MetricScale, Unit: "MB/s", HigherIsBetter: true, Help: "Scale b=s*c (16 bytes per element); " + help},
-		{Name: MetricAdd, Unit: "MB/s", HigherIsBetter: true, Help: "Add c=a+b (24 bytes per element); " + help},
-		{Name: MetricTriad, Unit: "MB/s", HigherIsBetter: true, Help: "Triad a=b+s*c (24 bytes per element); " + help},
+		{Name: MetricCopy, Unit: "MB/s", HigherIsBetter: true, Help: "Copy c=a (16 bytes per element): " + help},
+		{Name: MetricScale, Unit: "MB/s", HigherIsBetter: true, Help: "Scale b=s*c (16 bytes per element): " + help},
+		{Name: MetricAdd, Unit: "MB/s", HigherIsBetter: true, Help: "Add c=a+b (24 bytes per element): " + help},
+		{Name: MetricTriad, Unit: "MB/s", HigherIsBetter: true, Help: "Triad a=b+s*c (24 bytes per element): " + help},
 	}
 }
 
-// plan sizes the run: the cache, the target bytes per array and N.
-func (in *Instance) plan() (LLC, int64, int, error) {
-	llc := LLC{}
-	if in.llc != nil {
-		llc = *in.llc
-	} else {
-		var err error
-		if llc, err = ReadLLC(in.cpuDir); err != nil {
-			return llc, 0, 0, err
-		}
-	}
-	target := int64(in.multiple * float64(llc.Total))
-	n := hpcc.NForArrays(target, hpcc.DefaultNB)
-	mem, err := sysinfo.MemoryBytes()
-	if err != nil {
-		return llc, 0, 0, err
-	}
-	if need := int64(n) * int64(n) * 8; float64(need) > 0.8*float64(mem) {
-		return llc, 0, 0, fmt.Errorf("stream: arrays of %s need hpcc's N=%d, whose other tests take %s, more than 80%% of the host's RAM; lower llc_multiple",
-			mib(target), n, mib(need))
-	}
-	return llc, target, n, nil
+// budget is how long a trial repeats the kernels.
+func budget(trial time.Duration) time.Duration { return min(trial, MaxBudget) }
+
+// Estimate implements workload.Estimator: the repetitions take the trial
+// length (at most 25 s), allocation and the first touch a little more.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	n, _ := in.cfg.Size()
+	touch := time.Duration(float64(n*24) / 2e9 * float64(time.Second)) // ~2 GB/s of page faults
+	return budget(trial) + touch + 500*time.Millisecond
 }
 
 // Run implements workload.Instance.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result, error) {
 	var res workload.Result
-	llc, target, n, err := in.plan()
-	if err != nil {
-		return res, err
+	n, why := in.cfg.Size()
+	secs := budget(t.Duration).Seconds()
+	args := []string{"-n", strconv.FormatInt(n, 10), "-t", strconv.Itoa(in.cfg.Threads), "-k", strconv.Itoa(in.cfg.Reps),
+		"-T", strconv.FormatFloat(secs, 'f', -1, 64)}
+	if t.Log != nil {
+		fmt.Fprintf(t.Log, "stream on %s: %s\n", t.Platform.Name(), why)
 	}
-	run, err := hpcc.Execute(ctx, t, hpcc.Job{Input: hpcc.Input{N: n}, Procs: in.procs, StopAfter: section})
-	res.Commands = run.Commands()
-	if run.Job.Where != "" {
-		res.Where = append(res.Where, run.Job.Where)
+	job, err := benchbin.RunJob(ctx, t.Platform, t.Name, t.RawDir, benchbin.Stream, args)
+	res.Commands = job.Commands()
+	if job.Result.Where != "" {
+		res.Where = append(res.Where, job.Result.Where)
 	}
 	if err != nil {
 		return res, fmt.Errorf("stream: %w", err)
 	}
-	s, err := hpcc.ParseStarSTREAM(run.Output)
-	if err != nil {
-		return res, fmt.Errorf("stream on %s: %w: see %s", t.Platform.Name(), err, run.RawPath)
+	o := job.Output
+	if o.Get("check") != "PASSED" {
+		return res, fmt.Errorf("stream on %s: validation did not pass (%s): see %s", t.Platform.Name(), o.Get("validation-error"), job.RawPath)
 	}
-	np := run.Info.Procs
-	if np < 1 {
-		return res, fmt.Errorf("stream on %s: the job did not say how many processes ran: see %s", t.Platform.Name(), run.RawPath)
+	res.Values = map[string]float64{}
+	for key, metric := range map[string]string{"copy-mbps": MetricCopy, "scale-mbps": MetricScale, "add-mbps": MetricAdd, "triad-mbps": MetricTriad} {
+		v, err := o.Float(key)
+		if err != nil || !(v > 0) {
+			return res, fmt.Errorf("stream output on %s: %s %v: see %s", t.Platform.Name(), key, err, job.RawPath)
+		}
+		res.Values[metric] = v
 	}
-	scale := float64(np) * 1000 // GB/s of one process -> MB/s of all
-	res.Values = map[string]float64{
-		MetricCopy:  s.Copy * scale,
-		MetricScale: s.Scale * scale,
-		MetricAdd:   s.Add * scale,
-		MetricTriad: s.Triad * scale,
-	}
-	array := s.VectorSize * int64(np) * 8
-	cache := "the host's last-level cache " + llc.String()
-	if in.llc != nil {
-		cache = "the given cache llc=" + mib(llc.Total)
-	}
-	res.Notes = append(res.Notes, run.Notes()...)
-	res.Notes = append(res.Notes,
-		fmt.Sprintf("each STREAM array: %d elements x %d processes = %s, %.2fx %s (hpccinf.txt N=%d sets it: N*N*8/3 bytes)",
-			s.VectorSize, np, mib(array), float64(array)/float64(llc.Total), cache, n),
-		"hpcc ran RandomAccess, PTRANS and DGEMM (sized from the same N) before STREAM; only StarSTREAM is reported")
-	if array < target {
-		res.Notes = append(res.Notes, fmt.Sprintf("hpcc made each array %s, less than the %s asked for (hpcc caps a process's array at 2^30 elements; raise procs)", mib(array), mib(target)))
-	}
-	if float64(array) < RuleMultiple*float64(llc.Total) {
-		res.Notes = append(res.Notes, fmt.Sprintf("arrays under STREAM's rule of %gx the last-level cache: the bandwidth includes cache hits, not main memory alone", RuleMultiple))
+	res.Notes = append(res.Notes, workload.SizeNote+why,
+		fmt.Sprintf("%s threads on %s CPUs, %s repetitions in %s s (best time of each kernel reported, the first repetition left out); validation %s",
+			o.Get("threads"), o.Get("cpus"), o.Get("repetitions"), o.Get("seconds"), o.Get("validation-error")),
+		fmt.Sprintf("nn-stream (McCalpin's kernels re-implemented, %s, -O3 -fopenmp -march=x86-64)", o.Get("compiler")))
+	if w := o.Get("warning"); w != "" {
+		res.Notes = append(res.Notes, "nn-stream: "+w)
 	}
 	return res, nil
 }

@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/workload"
-	"github.com/nearnative/nearnative/internal/workload/hpcc"
 )
 
 // cache is one cache/indexN directory of a fake sysfs.
@@ -100,7 +101,7 @@ func TestReadLLC(t *testing.T) {
 // fakePlatform answers every job with canned stdout.
 type fakePlatform struct {
 	stdout []byte
-	spec   *platform.Spec
+	argv   *[]string
 }
 
 func (f fakePlatform) Name() string { return "fake" }
@@ -108,109 +109,131 @@ func (f fakePlatform) Start(context.Context, string, platform.Spec) (platform.Se
 	return nil, errors.New("no servers")
 }
 func (f fakePlatform) RunJob(_ context.Context, _ string, spec platform.Spec) (platform.JobResult, error) {
-	if f.spec != nil {
-		*f.spec = spec
+	cmd := spec.Command(platform.Listen{Dir: platform.ContainerDir})
+	if f.argv != nil {
+		*f.argv = cmd
 	}
-	return platform.JobResult{Stdout: f.stdout, Command: spec.Command(platform.Listen{Dir: platform.ContainerDir}), Where: "fake place"}, nil
+	return platform.JobResult{Stdout: f.stdout, Command: cmd, Where: "fake place"}, nil
 }
 
-func newInstance(t *testing.T, over map[string]string, cpuDir string) *Instance {
-	t.Helper()
-	v, err := workload.Resolve(Workload{}.Params(), over, false)
-	if err != nil {
-		t.Fatal(err)
+// thisLLC is the development machine's cache: one 32 MiB L3.
+var thisLLC = LLC{Level: 3, Size: 32 << 20, Instances: 1, Total: 32 << 20}
+
+func TestConfig(t *testing.T) {
+	const gib24 = 24 << 30
+	base := Config{MemFraction: 0.088, LLC: thisLLC, Reps: 10, MemBytes: gib24, HostCPUs: 2}
+	tests := []struct {
+		name    string
+		change  func(*Config)
+		want    int64  // elements per array
+		why     string // in Size's text
+		wantErr string // Validate's error, "" = valid
+	}{
+		// 8.8% of 24 GiB over 3 arrays of 8-byte doubles.
+		{"full study", func(*Config) {}, 94489280, "mem_fraction=0.088", ""},
+		// --quick: 4 x 32 MiB = 128 MiB per array = 2^24 elements.
+		{"quick", func(c *Config) { c.MemFraction = 0 }, 1 << 24, "4.0x the host's last-level cache 1 x 32.0 MiB L3, McCalpin's minimum", ""},
+		// A small memory share never goes below the rule.
+		{"rule wins", func(c *Config) { c.MemFraction = 0.001 }, 1 << 24, "McCalpin's minimum (mem_fraction=0.001", ""},
+		// The seed's host: 8.8% of 512 GB is its 2 billion elements (45 GB).
+		{"seed host", func(c *Config) { c.MemBytes = 512e9 }, 1877333333, "mem_fraction", ""},
+		{"given", func(c *Config) { c.Elements = 1 << 25 }, 1 << 25, "(given), 8.0x", ""},
+		{"given cache", func(c *Config) {
+			c.MemFraction = 0
+			c.LLC = LLC{Size: 8 << 20, Instances: 1, Total: 8 << 20}
+			c.LLCGiven = true
+		}, 1 << 22, "the given cache llc=8.0 MiB", ""},
+		{"below the rule", func(c *Config) { c.Elements = 1<<24 - 1 }, 0, "", "set elements to at least 16777216"},
+		{"beyond memory", func(c *Config) { c.Elements = 1 << 30 }, 0, "", "set elements to at most"},
+		{"fraction too big", func(c *Config) { c.MemFraction = 0.81 }, 0, "", "between 0 and 0.8"},
+		{"oversubscribed", func(c *Config) { c.Threads = 3 }, 0, "", "set threads to at most 2"},
+		{"cache beyond memory", func(c *Config) { c.LLC.Total = 8 << 30 }, 0, "", "does not fit"},
 	}
-	in, err := Workload{}.New(v)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		c := base
+		tc.change(&c)
+		err := c.Validate()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		n, why := c.Size()
+		if n != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: %d elements (%s), want %d and %q", tc.name, n, why, tc.want, tc.why)
+		}
+		if n*8 < RuleMultiple*c.LLC.Total {
+			t.Errorf("%s: arrays of %d bytes break the rule", tc.name, n*8)
+		}
 	}
-	in.(*Instance).cpuDir = cpuDir
-	return in.(*Instance)
 }
 
 func TestNew(t *testing.T) {
-	for over, ok := range map[string]bool{"32m": true, "1.5g": true, "": true, "lots": false, "0": false} {
-		v, err := workload.Resolve(Workload{}.Params(), map[string]string{"llc": over}, false)
+	for over, ok := range map[string]bool{"": true, "llc=32m": true, "llc=lots": false, "elements=1000": false, "threads=4096": false, "mem_fraction=0.9": false} {
+		o := map[string]string{}
+		if k, v, found := strings.Cut(over, "="); found {
+			o[k] = v
+		}
+		v, err := workload.Resolve(Workload{}.Params(), o, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := (Workload{}).New(v); (err == nil) != ok {
-			t.Errorf("llc=%q: err = %v, want ok %v", over, err, ok)
+			t.Errorf("%s: err = %v, want ok %v", over, err, ok)
 		}
-	}
-	if _, err := workload.Resolve(Workload{}.Params(), map[string]string{"llc_multiple": "0"}, false); err == nil {
-		t.Error("llc_multiple=0 accepted")
 	}
 }
 
-func TestPlan(t *testing.T) {
-	sys := fakeSysfs(t, thisMachine())
-	tests := []struct {
-		over   map[string]string
-		target int64
-		n      int
-	}{
-		// 4 x 32 MiB = 128 MiB per array: N*N*8/3 >= 2^27 -> N >= 7094.
-		{nil, 128 << 20, 7120},
-		{map[string]string{"llc_multiple": "1"}, 32 << 20, 3600},
-		{map[string]string{"llc": "8m"}, 32 << 20, 3600},
+func output(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/nn-stream.txt")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		llc, target, n, err := newInstance(t, tc.over, sys).plan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if target != tc.target || n != tc.n {
-			t.Errorf("%v: target %d, N %d; want %d, %d (llc %s)", tc.over, target, n, tc.target, tc.n, llc)
-		}
-	}
-	if _, _, _, err := newInstance(t, map[string]string{"llc": "1t"}, sys).plan(); err == nil {
-		t.Error("arrays beyond the RAM: no error")
-	}
+	return []byte(strings.Replace(string(b), "build: BUILD", "build: "+benchbin.Stream.BuildID(), 1))
 }
 
 func TestRunParses(t *testing.T) {
-	stdout, err := os.ReadFile(filepath.Join("..", "hpcc", "testdata", "stream.txt"))
+	in := &Instance{cfg: Config{LLC: thisLLC, Reps: 10, MemBytes: 24 << 30, HostCPUs: 2}}
+	var argv []string
+	res, err := in.Run(context.Background(), workload.Trial{Name: "t1", Platform: fakePlatform{output(t), &argv}, Duration: 2 * time.Second, RawDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := fakeSysfs(t, thisMachine())
-	var spec platform.Spec
-	in := newInstance(t, map[string]string{"llc_multiple": "0.1"}, sys)
-	res, err := in.Run(context.Background(), workload.Trial{Name: "t1", Platform: fakePlatform{stdout, &spec}, RawDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	if got := strings.Join(argv, " "); got != benchbin.Stream.Path()+" -n 16777216 -t 0 -k 10 -T 2" {
+		t.Errorf("argv %q", got)
 	}
-	// The captured run: 2 processes, averages 90.623746, 58.280719, 75.33942, 73.294565 GB/s each.
-	want := map[string]float64{MetricCopy: 181247.492, MetricScale: 116561.438, MetricAdd: 150678.84, MetricTriad: 146589.13}
+	// The captured run (the shared machine, busy).
+	want := map[string]float64{MetricCopy: 22689.3, MetricScale: 25079.5, MetricAdd: 24171.5, MetricTriad: 25168.0}
 	for k, w := range want {
-		if g := res.Values[k]; g < w-0.01 || g > w+0.01 {
+		if g := res.Values[k]; g != w {
 			t.Errorf("%s = %v, want %v", k, g, w)
 		}
 	}
 	notes := strings.Join(res.Notes, "\n")
-	for _, w := range []string{"240000 elements x 2 processes = 3.7 MiB, 0.11x the host's last-level cache 1 x 32.0 MiB L3",
-		"arrays under STREAM's rule", "hpcc stopped after the StarSTREAM section", "only StarSTREAM is reported"} {
+	for _, w := range []string{"16777216 elements = 128.0 MiB", "4.0x the host's last-level cache", "23 repetitions", "2 threads on 2 CPUs", "validation a 0 b 0 c 0"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)
 		}
 	}
-	// 0.1 x 32 MiB = 3.2 MiB per array: N >= 1122, rounded up to 1200.
-	for _, f := range spec.Files {
-		if f.Path == hpcc.TemplateFile && !strings.Contains(string(f.Content), "\n1200 ") {
-			t.Errorf("input lacks N=1200:\n%s", f.Content)
-		}
+	// A long trial spends at most MaxBudget repeating.
+	in.Run(context.Background(), workload.Trial{Name: "t1", Platform: fakePlatform{output(t), &argv}, Duration: time.Hour, RawDir: t.TempDir()})
+	if argv[len(argv)-1] != "25" {
+		t.Errorf("budget for a 1h trial: %q", argv)
 	}
 
-	// Output that does not parse fails the trial, pointing to the raw file.
-	bad := []byte(strings.Replace(string(stdout), "Solution Validates", "Failed Validation on array c[]", 1))
 	raw := t.TempDir()
-	_, err = in.Run(context.Background(), workload.Trial{Name: "t2", Platform: fakePlatform{bad, nil}, RawDir: raw})
-	if !errors.Is(err, hpcc.ErrValidation) || !strings.Contains(err.Error(), filepath.Join(raw, "t2-hpcc.txt")) {
-		t.Errorf("err = %v, want a validation error pointing to the raw file", err)
+	bad := []byte(strings.Replace(string(output(t)), "check: PASSED", "check: FAILED", 1))
+	if _, err := in.Run(context.Background(), workload.Trial{Name: "t2", Platform: fakePlatform{bad, nil}, RawDir: raw}); err == nil || !strings.Contains(err.Error(), filepath.Join(raw, "t2-nn-stream.txt")) {
+		t.Errorf("failed validation: %v, want an error pointing to the raw file", err)
 	}
-	noNP := []byte(strings.Replace(string(stdout), "nearnative-np: 2\n", "", 1))
-	if _, err := in.Run(context.Background(), workload.Trial{Name: "t3", Platform: fakePlatform{noNP, nil}, RawDir: raw}); err == nil {
-		t.Error("unknown process count: no error")
+	noTriad := []byte(strings.Replace(string(output(t)), "triad-mbps: 25168.0\n", "", 1))
+	if _, err := in.Run(context.Background(), workload.Trial{Name: "t3", Platform: fakePlatform{noTriad, nil}, RawDir: raw}); err == nil || !strings.Contains(err.Error(), "triad-mbps") {
+		t.Errorf("no triad: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package tcprr
 import (
 	"context"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,55 +30,101 @@ func testPlatforms(t *testing.T) (runid.ID, []platform.Platform) {
 	return run, ps
 }
 
-// TestTrialOnPlatforms runs one short trial per platform and checks that the
-// values are plausible.
+// TestTrialOnPlatforms runs one short trial per platform and tool and
+// checks that the values are plausible.
 func TestTrialOnPlatforms(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs sockperf natively and in containers")
+		t.Skip("runs nn-rr and sockperf natively and in containers")
 	}
 	run, ps := testPlatforms(t)
-	in := newInstance(t, nil)
-	for _, p := range ps {
-		t.Run(p.Name(), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			raw := t.TempDir()
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testenv.Log{T: t}})
+	for _, tool := range []map[string]string{nil, {"tool": "sockperf", "msgsize": "14"}} {
+		in := newInstance(t, tool)
+		for _, p := range ps {
+			t.Run(in.tool+"/"+p.Name(), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				raw := t.TempDir()
+				res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: p, Duration: 2 * time.Second, RawDir: raw, Log: testenv.Log{T: t}})
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				for _, m := range in.Metrics() {
+					if _, ok := res.Values[m.Name]; !ok {
+						t.Errorf("metric %s missing", m.Name)
+					}
+				}
+				for _, m := range []string{MetricMean, MetricP50, MetricP99} {
+					if v := res.Values[m]; v < 1 || v > 100000 {
+						t.Errorf("%s = %v us, want 1..100000", m, v)
+					}
+				}
+				if tps := res.Values[MetricTPS]; tps < 10 || tps > 1e6 {
+					t.Errorf("%s = %v, want 10..1e6", MetricTPS, tps)
+				}
+				if c := res.Values[MetricCPUPerTx]; !(c > 0) || c > 100000 {
+					t.Errorf("%s = %v us, want 0..100000", MetricCPUPerTx, c)
+				}
+				if s := res.Values[MetricServerCPU]; !(s > 0 && s < 250) {
+					t.Errorf("%s = %v%%, want 0..250", MetricServerCPU, s)
+				}
+				if _, err := os.ReadFile(raw + "/t1-" + in.tool + ".txt"); err != nil {
+					t.Errorf("raw output: %v", err)
+				}
+				notes := strings.Join(res.Notes, "\n")
+				want := []string{"closed loop", "1-byte requests and responses"}
+				if in.tool == ToolSockperf {
+					want = []string{"closed loop", "--full-rtt", "sockperf --version: sockperf, version 3."}
+				}
+				for _, w := range want {
+					if !strings.Contains(notes, w) {
+						t.Errorf("notes lack %q:\n%s", w, notes)
+					}
+				}
+				t.Logf("%s %s: mean %.1f us, p50 %.1f us, p99 %.1f us, %.0f tx/s, %.1f us CPU/tx, server %.0f%%, client %.0f%%; %s",
+					in.tool, p.Name(), res.Values[MetricMean], res.Values[MetricP50], res.Values[MetricP99], res.Values[MetricTPS],
+					res.Values[MetricCPUPerTx], res.Values[MetricServerCPU], res.Values[MetricClientCPU], res.Where)
+			})
+		}
+	}
+}
+
+// TestCrossCheck compares nn-rr with sockperf natively at sockperf's
+// smallest message, 14 bytes: interleaved pairs of short runs; the median
+// over the pairs of the ratio of their median round trips must be within 5%
+// of 1. Pairing cancels the machine's drift, medians the single stalls of a
+// shared machine (the means are logged too).
+func TestCrossCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nn-rr and sockperf natively")
+	}
+	run := runid.New()
+	nat := testenv.Platforms(t, run, t.TempDir(), platform.Native)[platform.Native]
+	rr := newInstance(t, map[string]string{"msgsize": "14"})
+	sp := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "14"})
+	var ratios []float64
+	for i := 0; i < 7; i++ {
+		order := []*Instance{rr, sp}
+		if i%2 == 1 {
+			order = []*Instance{sp, rr}
+		}
+		vals := map[string]map[string]float64{}
+		for _, in := range order {
+			res, err := in.Run(context.Background(), workload.Trial{Run: run, Name: "x" + strconv.Itoa(i), Platform: nat, Duration: 1500 * time.Millisecond, RawDir: t.TempDir()})
 			if err != nil {
-				t.Fatalf("Run: %v", err)
+				t.Fatalf("%s: %v", in.tool, err)
 			}
-			for _, m := range in.Metrics() {
-				if _, ok := res.Values[m.Name]; !ok {
-					t.Errorf("metric %s missing", m.Name)
-				}
-			}
-			for _, m := range []string{MetricMean, MetricP50, MetricP99} {
-				if v := res.Values[m]; v < 1 || v > 100000 {
-					t.Errorf("%s = %v us, want 1..100000", m, v)
-				}
-			}
-			if tps := res.Values[MetricTPS]; tps < 10 || tps > 1e6 {
-				t.Errorf("%s = %v, want 10..1e6", MetricTPS, tps)
-			}
-			if c := res.Values[MetricCPUPerTx]; !(c > 0) || c > 100000 {
-				t.Errorf("%s = %v us, want 0..100000", MetricCPUPerTx, c)
-			}
-			if s := res.Values[MetricServerCPU]; !(s > 0 && s < 250) {
-				t.Errorf("%s = %v%%, want 0..250", MetricServerCPU, s)
-			}
-			if b, err := os.ReadFile(raw + "/t1-sockperf.txt"); err != nil || !strings.Contains(string(b), "avg-rtt") {
-				t.Errorf("raw output t1-sockperf.txt: %v", err)
-			}
-			notes := strings.Join(res.Notes, "\n")
-			for _, want := range []string{"closed loop", "--full-rtt", "sockperf --version: sockperf, version 3."} {
-				if !strings.Contains(notes, want) {
-					t.Errorf("notes lack %q:\n%s", want, notes)
-				}
-			}
-			t.Logf("%s: mean %.1f us, p50 %.1f us, p99 %.1f us, %.0f tx/s, %.1f us CPU/tx, server %.0f%%, client %.0f%%; %s",
-				p.Name(), res.Values[MetricMean], res.Values[MetricP50], res.Values[MetricP99], res.Values[MetricTPS],
-				res.Values[MetricCPUPerTx], res.Values[MetricServerCPU], res.Values[MetricClientCPU], res.Where)
-		})
+			vals[in.tool] = res.Values
+		}
+		r := vals[ToolRR][MetricP50] / vals[ToolSockperf][MetricP50]
+		ratios = append(ratios, r)
+		t.Logf("pair %d: nn-rr p50 %.2f us (mean %.2f), sockperf p50 %.2f us (mean %.2f): ratio of p50s %.3f", i,
+			vals[ToolRR][MetricP50], vals[ToolRR][MetricMean], vals[ToolSockperf][MetricP50], vals[ToolSockperf][MetricMean], r)
+	}
+	sort.Float64s(ratios)
+	med := ratios[len(ratios)/2]
+	t.Logf("median ratio nn-rr/sockperf %.3f", med)
+	if med < 0.95 || med > 1.05 {
+		t.Errorf("nn-rr's median round trip is %.1f%% of sockperf's at 14 bytes, not within 5%%", med*100)
 	}
 }
 
@@ -92,8 +139,8 @@ func TestClientWithoutServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := t.TempDir()
-	in := newInstance(t, nil)
-	argv := in.clientArgv("127.0.0.1:"+strconv.Itoa(ports[0]), 2)
+	in := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "14"})
+	argv := in.clientArgv("127.0.0.1:"+strconv.Itoa(ports[0]), 2*time.Second)
 	var lines int
 	run, err := workload.RunClientLines(context.Background(), runid.New(), raw, "t1-sockperf.txt", argv, func(string) { lines++ })
 	if err != nil {

@@ -1,10 +1,22 @@
 // Package tcprr is the TCP request/response micro-benchmark after the seed
-// "Docker Containers Performance in VMware vSphere" (netperf TCP_RR): a
-// sockperf server on the platform, sockperf ping-pong on the host, one small
-// message in flight at a time. It reports the full round trip (sockperf
-// --full-rtt), never sockperf's default one-way latency (RTT/2). The seed's
-// finding to test: the bridge's NAT adds microseconds per round trip, the
+// "Docker Containers Performance in VMware vSphere" (netperf TCP_RR, its
+// Figures 7 and 8): a server on the platform, a client on the host, one
+// message in flight at a time, the full round trip reported. The seed's
+// finding to test: the bridge's NAT adds about 9-10 us per round trip, the
 // host network is at native latency.
+//
+// Two tools, one parameter apart:
+//
+//   - rr (the default): nearnative's nn-rr (csrc/rr, built by package
+//     benchbin into the workload image and onto the host), netperf TCP_RR's
+//     protocol: 1-byte requests and responses by default, TCP_NODELAY,
+//     blocking send and recv, every round trip timed.
+//   - sockperf: sockperf ping-pong --full-rtt against sockperf server, whose
+//     smallest message is its own 14-byte header. nn-rr at 14 bytes is
+//     cross-checked against it (see the README).
+//
+// Either way the full round trip is reported, never sockperf's default
+// one-way latency (RTT/2).
 package tcprr
 
 import (
@@ -20,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -36,16 +49,31 @@ const (
 	MetricServerCPU = "server_cpu_pct"
 )
 
+// Tools.
+const (
+	ToolRR       = "rr"
+	ToolSockperf = "sockperf"
+)
+
 // MinMessageSize is sockperf's smallest message: its own 14-byte header.
-// netperf TCP_RR's 1-byte messages cannot be asked of it; at this size the
-// difference is a few bytes on the wire, not a different code path.
+// netperf TCP_RR's 1-byte messages cannot be asked of it; tool=rr sends them.
 const MinMessageSize = 14
 
-// ClosedLoopNote goes with every trial.
-const ClosedLoopNote = "closed loop: sockperf ping-pong keeps one message outstanding and sends the next when the reply arrives, so transactions/s is 1/RTT and latency has no queueing"
+// MaxMessageSize is the largest message either tool takes.
+const MaxMessageSize = 65000
 
-// RTTNote says which latency is reported.
+// SeedMessageSize is netperf TCP_RR's request and response size.
+const SeedMessageSize = 1
+
+// ClosedLoopNote goes with every trial.
+const ClosedLoopNote = "closed loop: the client keeps one message outstanding and sends the next when the whole reply has arrived, so transactions/s is 1/RTT and latency has no queueing"
+
+// RTTNote says which latency is reported with sockperf.
 const RTTNote = "latencies are full round trips (sockperf --full-rtt), not sockperf's default one-way figure (RTT/2)"
+
+// rrWarmup is the time nn-rr runs before it measures, as sockperf leaves
+// its first 400 ms out of its statistics.
+const rrWarmup = 500 * time.Millisecond
 
 // saturated is the client CPU share above which the single-threaded driver
 // may be the bottleneck.
@@ -54,10 +82,12 @@ const saturated = 0.90
 // ReadyTimeout bounds the wait for the server to accept a connection.
 const ReadyTimeout = 30 * time.Second
 
-// Markers sockperf prints at the start and the end of its timed run.
+// Markers the tools print at the start and the end of their timed run.
 const (
-	markStart = "Starting test"
-	markEnd   = "Test end"
+	markStart   = "Starting test"
+	markEnd     = "Test end"
+	rrMarkStart = "measure: start"
+	rrMarkEnd   = "measure: end"
 )
 
 // Workload is the tcp-rr workload kind.
@@ -68,28 +98,34 @@ func (Workload) Name() string { return "tcp-rr" }
 
 // Description implements workload.Workload.
 func (Workload) Description() string {
-	return "sockperf server on the platform, sockperf ping-pong on the host: TCP round-trip time (mean, p50, p99), transactions/s and CPU per transaction"
+	return "TCP request/response (netperf TCP_RR): nn-rr (1-byte messages) or sockperf, server on the platform, client on the host: round trip (mean, p50, p99), transactions/s, CPU per transaction"
 }
 
 // Params implements workload.Workload.
 func (Workload) Params() []workload.Param {
 	return []workload.Param{
-		{Name: "msgsize", Type: workload.Int, Default: strconv.Itoa(MinMessageSize), Min: MinMessageSize, HasMin: true,
-			Help: "message size in bytes, each way (seed: netperf TCP_RR, 1 byte; sockperf's minimum is its 14-byte header)"},
+		{Name: "tool", Type: workload.String, Default: ToolRR, Enum: []string{ToolRR, ToolSockperf},
+			Help: "rr: nearnative's nn-rr, netperf TCP_RR's protocol; sockperf: sockperf ping-pong (messages of at least 14 bytes)"},
+		{Name: "msgsize", Type: workload.Int, Default: strconv.Itoa(SeedMessageSize), Min: 1, HasMin: true,
+			Help: "request and response size in bytes (seed: netperf TCP_RR, 1); tool=sockperf needs at least 14, its header"},
 	}
 }
 
 // New implements workload.Workload.
 func (Workload) New(v workload.Values) (workload.Instance, error) {
-	in := &Instance{msgsize: v.Int("msgsize"), readyTimeout: ReadyTimeout}
-	if in.msgsize < MinMessageSize || in.msgsize > 65000 {
-		return nil, fmt.Errorf("parameter msgsize: %d is outside sockperf's %d..65000 bytes", in.msgsize, MinMessageSize)
+	in := &Instance{tool: v.String("tool"), msgsize: v.Int("msgsize"), readyTimeout: ReadyTimeout}
+	switch {
+	case in.msgsize > MaxMessageSize:
+		return nil, fmt.Errorf("tcp-rr: msgsize %d is above %d bytes", in.msgsize, MaxMessageSize)
+	case in.tool == ToolSockperf && in.msgsize < MinMessageSize:
+		return nil, fmt.Errorf("tcp-rr: tool=sockperf cannot send %d-byte messages (its header alone is %d): set msgsize to at least %d, or tool=rr", in.msgsize, MinMessageSize, MinMessageSize)
 	}
 	return in, nil
 }
 
 // Instance is a configured tcp-rr workload.
 type Instance struct {
+	tool         string
 	msgsize      int
 	readyTimeout time.Duration
 
@@ -110,8 +146,17 @@ func (in *Instance) Metrics() []workload.Metric {
 	}
 }
 
-// spec is the sockperf server.
+// spec is the server.
 func (in *Instance) spec() platform.Spec {
+	if in.tool == ToolRR {
+		return platform.Spec{
+			Name:  "rr",
+			Ports: []string{"rr"},
+			Command: func(l platform.Listen) []string {
+				return []string{benchbin.RR.Path(), "server", "-i", l.Host, "-p", strconv.Itoa(l.Port("rr"))}
+			},
+		}
+	}
 	return platform.Spec{
 		Name:  "sockperf",
 		Ports: []string{"sockperf"},
@@ -127,15 +172,24 @@ func seconds(d time.Duration) int {
 	return max(2, int(math.Round(d.Seconds())))
 }
 
-// clientArgv is the sockperf ping-pong command line for addr.
-func (in *Instance) clientArgv(addr string, secs int) []string {
+// port is the server's port name.
+func (in *Instance) port() string { return in.spec().Ports[0] }
+
+// clientArgv is the client's command line for addr and a trial of length d.
+func (in *Instance) clientArgv(addr string, d time.Duration) []string {
 	host, port, _ := net.SplitHostPort(addr)
+	if in.tool == ToolRR {
+		return []string{benchbin.RR.Path(), "client", "-i", host, "-p", port, "-m", strconv.Itoa(in.msgsize),
+			"-t", strconv.FormatFloat(d.Seconds(), 'f', -1, 64), "-w", strconv.FormatFloat(rrWarmup.Seconds(), 'f', -1, 64)}
+	}
+	secs := seconds(d)
 	return []string{"sockperf", "ping-pong", "--tcp", "-i", host, "-p", port,
 		"-m", strconv.Itoa(in.msgsize), "-t", strconv.Itoa(secs), "--mps=max", "--full-rtt"}
 }
 
-// window holds the counters read at sockperf's start and end markers.
+// window holds the counters read at the client's start and end markers.
 type window struct {
+	start, end     string
 	cpuRep         platform.CPUReporter
 	ctx            context.Context
 	started, ended bool
@@ -149,12 +203,12 @@ type window struct {
 func (w *window) line(l string) {
 	var err error
 	switch {
-	case !w.started && strings.Contains(l, markStart):
+	case !w.started && strings.Contains(l, w.start):
 		w.started = true
 		if w.cpu0, err = sysinfo.ReadCPU(); err == nil {
 			w.srv0, err = w.cpuRep.CPUTime(w.ctx)
 		}
-	case w.started && !w.ended && strings.Contains(l, markEnd):
+	case w.started && !w.ended && strings.Contains(l, w.end):
 		w.ended = true
 		if w.cpu1, err = sysinfo.ReadCPU(); err == nil {
 			w.srv1, err = w.cpuRep.CPUTime(w.ctx)
@@ -168,6 +222,14 @@ func (w *window) line(l string) {
 // Run implements workload.Instance.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
+	if in.tool == ToolRR {
+		// The client runs from the host's copy; the server's comes from the
+		// platform (the host's, or the image's, which the image build made
+		// from the same sources).
+		if err := benchbin.RR.CheckHost(); err != nil {
+			return res, fmt.Errorf("tcp-rr: %w", err)
+		}
+	}
 	srv, stop, err := workload.StartServer(ctx, t, in.spec(), &res)
 	if err != nil {
 		return res, err
@@ -177,32 +239,39 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if !ok {
 		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
 	}
-	addr := srv.Addr("sockperf")
+	addr := srv.Addr(in.port())
 	if err := WaitReady(ctx, addr, in.readyTimeout); err != nil {
-		return res, fmt.Errorf("sockperf server: %w", err)
+		return res, fmt.Errorf("%s server: %w", in.tool, err)
 	}
 
-	secs := seconds(t.Duration)
-	argv := in.clientArgv(addr, secs)
+	argv := in.clientArgv(addr, t.Duration)
 	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
-	w := &window{cpuRep: cpuRep, ctx: ctx}
-	run, err := workload.RunClientLines(ctx, t.Run, t.RawDir, t.Name+"-sockperf.txt", argv, w.line)
+	w := &window{start: markStart, end: markEnd, cpuRep: cpuRep, ctx: ctx}
+	if in.tool == ToolRR {
+		w.start, w.end = rrMarkStart, rrMarkEnd
+	}
+	run, err := workload.RunClientLines(ctx, t.Run, t.RawDir, t.Name+"-"+in.tool+".txt", argv, w.line)
 	if err != nil {
 		return res, err
 	}
-	sum, err := ParseSummary(run.Output)
+	var sum Summary
+	if in.tool == ToolRR {
+		sum, err = ParseRR(run.Output)
+	} else {
+		sum, err = ParseSummary(run.Output)
+	}
 	if err != nil {
-		return res, fmt.Errorf("sockperf output: %w: see %s", err, run.RawPath)
+		return res, fmt.Errorf("%s output: %w: see %s", in.tool, err, run.RawPath)
 	}
 	if w.err != nil {
-		return res, fmt.Errorf("reading CPU counters during the sockperf run: %w", w.err)
+		return res, fmt.Errorf("reading CPU counters during the %s run: %w", in.tool, w.err)
 	}
 	if !w.ended {
-		return res, fmt.Errorf("sockperf output lacks its %q/%q lines, so its timed run cannot be bounded: see %s", markStart, markEnd, run.RawPath)
+		return res, fmt.Errorf("%s output lacks its %q/%q lines, so its timed run cannot be bounded: see %s", in.tool, w.start, w.end, run.RawPath)
 	}
 	cpu := w.cpu0.Delta(w.cpu1)
 	if sum.TotalReceived <= 0 || cpu.Interval <= 0 {
-		return res, fmt.Errorf("sockperf's timed run counted %d round trips in %v: see %s", sum.TotalReceived, cpu.Interval, run.RawPath)
+		return res, fmt.Errorf("%s's timed run counted %d round trips in %v: see %s", in.tool, sum.TotalReceived, cpu.Interval, run.RawPath)
 	}
 	res.Values = map[string]float64{
 		MetricMean:      sum.MeanUs,
@@ -213,23 +282,38 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		MetricClientCPU: run.CPU.Seconds() / cpu.Interval.Seconds() * 100,
 		MetricServerCPU: (w.srv1 - w.srv0).Seconds() / cpu.Interval.Seconds() * 100,
 	}
-	res.Notes = append(res.Notes, ClosedLoopNote, RTTNote, in.versionNote(ctx, sum))
-	if in.msgsize == MinMessageSize {
-		res.Notes = append(res.Notes, fmt.Sprintf("messages of %d bytes each way: sockperf's minimum (the seed's netperf TCP_RR used 1 byte)", in.msgsize))
-	}
-	if float64(secs) != t.Duration.Seconds() {
-		res.Notes = append(res.Notes, fmt.Sprintf("sockperf runs whole seconds (at least 2): trial length %v ran as %d s", t.Duration, secs))
+	res.Notes = append(res.Notes, ClosedLoopNote)
+	if in.tool == ToolRR {
+		if err := benchbin.RR.CheckBuild(benchbin.Parse(run.Output), "the host"); err != nil {
+			return res, fmt.Errorf("%w: see %s", err, run.RawPath)
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s%d-byte requests and responses (the seed's netperf TCP_RR: 1); nn-rr speaks TCP_RR's protocol (TCP_NODELAY, blocking send/recv) and times every round trip with CLOCK_MONOTONIC after %v unmeasured", workload.SizeNote, in.msgsize, rrWarmup))
+	} else {
+		res.Notes = append(res.Notes, RTTNote, in.versionNote(ctx, sum))
+		res.Notes = append(res.Notes, fmt.Sprintf("%smessages of %d bytes each way (the seed's netperf TCP_RR used 1 byte; sockperf's minimum is 14)", workload.SizeNote, in.msgsize))
+		if secs := seconds(t.Duration); float64(secs) != t.Duration.Seconds() {
+			res.Notes = append(res.Notes, fmt.Sprintf("sockperf runs whole seconds (at least 2): trial length %v ran as %d s", t.Duration, secs))
+		}
 	}
 	if share := res.Values[MetricClientCPU] / 100; share > saturated {
-		res.Notes = append(res.Notes, fmt.Sprintf("the sockperf client used %.0f%% of a CPU: the driver may be the bottleneck", share*100))
+		res.Notes = append(res.Notes, fmt.Sprintf("the %s client used %.0f%% of a CPU: the driver may be the bottleneck", in.tool, share*100))
 	}
 	if sum.Dropped+sum.Duplicated+sum.OutOfOrder > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("sockperf counted %d dropped, %d duplicated, %d out-of-order messages", sum.Dropped, sum.Duplicated, sum.OutOfOrder))
 	}
 	lo, hi := cpu.Spread()
-	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over sockperf's timed run of %v; per-CPU busy %.0f%%..%.0f%%; %d round trips in the statistics (p99.9 %.1f us, max %.1f us)",
+	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over the client's timed run of %v; per-CPU busy %.0f%%..%.0f%%; %d round trips in the statistics (p99.9 %.1f us, max %.1f us)",
 		cpu.Utilisation*100, cpu.Interval.Round(time.Millisecond), lo*100, hi*100, sum.Observations, sum.P999Us, sum.MaxUs))
 	return res, nil
+}
+
+// Estimate implements workload.Estimator: nn-rr runs its warm-up before the
+// trial length; sockperf rounds the trial up to whole seconds, at least 2.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	if in.tool == ToolRR {
+		return trial + rrWarmup + 300*time.Millisecond
+	}
+	return time.Duration(seconds(trial))*time.Second + 500*time.Millisecond
 }
 
 // WaitReady waits until the server at addr accepts a connection and keeps

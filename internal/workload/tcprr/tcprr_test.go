@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -128,13 +129,13 @@ func newInstance(t *testing.T, overrides map[string]string) *Instance {
 }
 
 func TestCommands(t *testing.T) {
-	in := newInstance(t, nil)
-	got := in.clientArgv("192.0.2.2:40001", 30)
+	in := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "14"})
+	got := in.clientArgv("192.0.2.2:40001", 30*time.Second)
 	want := []string{"sockperf", "ping-pong", "--tcp", "-i", "192.0.2.2", "-p", "40001", "-m", "14", "-t", "30", "--mps=max", "--full-rtt"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("clientArgv =\n  %q\nwant\n  %q", got, want)
 	}
-	if got := newInstance(t, map[string]string{"msgsize": "64"}).clientArgv("127.0.0.1:1", 2); got[8] != "64" {
+	if got := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "64"}).clientArgv("127.0.0.1:1", 2*time.Second); got[8] != "64" {
 		t.Errorf("msgsize 64: %q", got)
 	}
 	spec := in.spec()
@@ -144,6 +145,53 @@ func TestCommands(t *testing.T) {
 	srv := spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"sockperf": 40001}})
 	if want := []string{"sockperf", "server", "--tcp", "-i", "0.0.0.0", "-p", "40001"}; !reflect.DeepEqual(srv, want) {
 		t.Errorf("server command %q, want %q", srv, want)
+	}
+
+	// The default: nn-rr with the seed's 1-byte messages, the trial length
+	// as given (no rounding to whole seconds).
+	rr := newInstance(t, nil)
+	got = rr.clientArgv("192.0.2.2:40001", 2500*time.Millisecond)
+	want = []string{benchbin.RR.Path(), "client", "-i", "192.0.2.2", "-p", "40001", "-m", "1", "-t", "2.5", "-w", "0.5"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nn-rr clientArgv =\n  %q\nwant\n  %q", got, want)
+	}
+	spec = rr.spec()
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv = spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"rr": 40001}})
+	if want := []string{benchbin.RR.Path(), "server", "-i", "0.0.0.0", "-p", "40001"}; !reflect.DeepEqual(srv, want) {
+		t.Errorf("nn-rr server command %q, want %q", srv, want)
+	}
+	if rr.port() != "rr" || in.port() != "sockperf" {
+		t.Errorf("ports %s, %s", rr.port(), in.port())
+	}
+}
+
+func TestParseRR(t *testing.T) {
+	out := readFile(t, "nn-rr.txt")
+	got, err := ParseRR([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Summary{Version: "nn-rr BUILD", TotalSeconds: 1.000003, TotalSent: 63996, TotalReceived: 63996,
+		ValidSeconds: 1.000003, ValidSent: 63996, ValidReceived: 63996, MeanUs: 15.626, StdDevUs: 27.085,
+		P50Us: 14.862, P90Us: 15.744, P99Us: 21.232, P999Us: 58.436, MinUs: 14.572, MaxUs: 4380.691, Observations: 63996}
+	if got != want {
+		t.Errorf("ParseRR =\n  %+v\nwant\n  %+v", got, want)
+	}
+	for name, bad := range map[string]string{
+		"no statistics": out[:strings.Index(out, "transactions:")],
+		"no p99":        strings.Replace(out, "rtt-p99-us: 21.232\n", "", 1),
+		"zero":          strings.Replace(out, "transactions: 63996", "transactions: 0", 1),
+		"out of order":  strings.Replace(out, "rtt-p99-us: 21.232", "rtt-p99-us: 1.0", 1),
+	} {
+		if _, err := ParseRR([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := ParseRR([]byte("nn-rr: connecting to 127.0.0.1 port 1: Connection refused\n")); err == nil || !strings.Contains(err.Error(), "Connection refused") {
+		t.Errorf("error line: %v", err)
 	}
 }
 
@@ -167,9 +215,11 @@ func TestNew(t *testing.T) {
 		overrides map[string]string
 		wantErr   string
 	}{
-		{"defaults", nil, ""},
-		{"64 bytes", map[string]string{"msgsize": "64"}, ""},
-		{"too large", map[string]string{"msgsize": "65001"}, "outside sockperf's"},
+		{"defaults: nn-rr, 1 byte", nil, ""},
+		{"nn-rr, 64 bytes", map[string]string{"msgsize": "64"}, ""},
+		{"sockperf at its minimum", map[string]string{"tool": "sockperf", "msgsize": "14"}, ""},
+		{"sockperf below its header", map[string]string{"tool": "sockperf"}, "set msgsize to at least 14, or tool=rr"},
+		{"too large", map[string]string{"msgsize": "65001"}, "above 65000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,9 +239,10 @@ func TestNew(t *testing.T) {
 			}
 		})
 	}
-	// 1-byte messages (the seed's) are below sockperf's minimum.
-	if _, err := workload.Resolve(Workload{}.Params(), map[string]string{"msgsize": "1"}, false); err == nil {
-		t.Error("msgsize=1 accepted")
+	for _, bad := range []map[string]string{{"msgsize": "0"}, {"tool": "netperf"}} {
+		if _, err := workload.Resolve(Workload{}.Params(), bad, false); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 	for _, quick := range []bool{false, true} {
 		v, err := workload.Resolve(Workload{}.Params(), nil, quick)

@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// startup is a rough per-trial cost of each platform kind on top of the
+// workload's own time: a process start natively, creating, starting and
+// removing a container, booting a guest.
+func startup(base string) time.Duration {
+	switch base {
+	case platform.Native:
+		return 300 * time.Millisecond
+	case platform.VM, platform.VMDocker, platform.VMDockerHost:
+		return 30 * time.Second
+	}
+	return 1500 * time.Millisecond
+}
+
+// Estimate is the expected wall time of rounds full rounds of the study's
+// units: each trial's workload.Estimator figure (the trial length for
+// workloads without one) plus its platform's start-up.
+func Estimate(st *study.Study, instances map[string]workload.Instance, rounds int) time.Duration {
+	var round time.Duration
+	for _, u := range st.Units() {
+		d := st.Trial
+		if e, ok := instances[u.Workload.Name].(workload.Estimator); ok {
+			d = e.Estimate(st.Trial)
+		}
+		round += d + startup(u.Platform.Base)
+	}
+	return time.Duration(rounds) * round
+}
+
+// estimateLine says how long the run is expected to take, for the log.
+func estimateLine(st *study.Study, instances map[string]workload.Instance, doneTrials int) string {
+	rounds := st.Warmup + st.Rounds
+	d := Estimate(st, instances, rounds)
+	units := len(st.Units())
+	if doneTrials > 0 && units > 0 {
+		d -= time.Duration(float64(d) * float64(doneTrials) / float64(rounds*units))
+	}
+	s := fmt.Sprintf("expected duration: about %v (%d rounds x %d trials, trial %v; an estimate from each workload's sizes and typical start-up costs)",
+		d.Round(time.Minute/6), rounds, units, st.Trial)
+	if st.UntilCI > 0 {
+		s += fmt.Sprintf("; --until-ci may add rounds, up to %d or %v", st.MaxRounds, st.MaxTime)
+	}
+	return s
+}
+
+// closeInstances closes the instances that hold resources across trials
+// (io.Closer: fio's shared data file), when the run ends however it ends.
+func closeInstances(instances map[string]workload.Instance, p Progress) {
+	for name, in := range instances {
+		if c, ok := in.(io.Closer); ok {
+			if err := c.Close(); err != nil && p != nil {
+				p.Logf("closing workload %s: %v", name, err)
+			}
+		}
+	}
+}
