@@ -208,6 +208,7 @@ type stepDetail struct {
 	Unfinished  int64             `json:"unfinished,omitempty"`
 	CPUPerReqUs float64           `json:"cpu_us_per_req"`
 	MachineBusy float64           `json:"machine_busy"`
+	CPUs        int               `json:"cpus"` // CPUs the machine's busy share is of
 	DriverCPU   float64           `json:"driver_cpu_pct"`
 	ServerCPU   float64           `json:"server_cpu_pct"`
 	Saturation  driver.Saturation `json:"saturation"`
@@ -285,8 +286,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if n := saturatedSteps(sr.Steps); n > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late, machine busy %.0f%%",
-		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100))
+	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and nginx %.0f%% of one CPU",
+		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, d.ServerCPU))
+	if n := othersBusy(sr.Steps); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and nginx used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
+	}
 	return res, nil
 }
 
@@ -359,6 +363,9 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if d.Saturation.Saturated {
 		summary += " (driver saturated)"
 	}
+	if d.othersBusy() {
+		summary += fmt.Sprintf(" (machine %.0f%% busy, mostly with other processes)", d.MachineBusy*100)
+	}
 	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
 	if err := sleepCtx(ctx, stepPause); err != nil {
 		return search.Outcome{}, err
@@ -386,7 +393,7 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.D
 	if answered > 0 {
 		d.CPUPerReqUs = cpu.BusySeconds / float64(answered) * 1e6
 	}
-	d.MachineBusy = cpu.Utilisation
+	d.MachineBusy, d.CPUs = cpu.Utilisation, len(cpu.PerCPUBusy)
 	if r.Wall > 0 {
 		d.DriverCPU = r.CPUShare() * 100
 		d.ServerCPU = srvCPU.Seconds() / r.Wall.Seconds() * 100
@@ -455,6 +462,25 @@ func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
 		n += fmt.Sprintf(" (coarser than Weathervane's %g%%: a quick search)", search.DefaultTolerance*100)
 	}
 	return n
+}
+
+// othersBusy counts the steps during which something else kept the machine
+// busy.
+func othersBusy(steps []search.Step) int {
+	n := 0
+	for _, s := range steps {
+		var d stepDetail
+		if json.Unmarshal(s.Detail, &d) == nil && d.othersBusy() {
+			n++
+		}
+	}
+	return n
+}
+
+// othersBusy reports whether the machine was over 90% busy during the step
+// while the driver and the server used less than half of its CPU time.
+func (d stepDetail) othersBusy() bool {
+	return d.MachineBusy > 0.9 && (d.DriverCPU+d.ServerCPU)/100 < 0.5*d.MachineBusy*float64(d.CPUs)
 }
 
 func saturatedSteps(steps []search.Step) int {

@@ -137,3 +137,19 @@ func TestSearchFloor(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestOthersBusy(t *testing.T) {
+	tests := []struct {
+		d    stepDetail
+		want bool
+	}{
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 10, ServerCPU: 2}, true},
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 60, ServerCPU: 90}, false},
+		{stepDetail{MachineBusy: 0.5, CPUs: 2, DriverCPU: 1, ServerCPU: 1}, false},
+	}
+	for _, tc := range tests {
+		if got := tc.d.othersBusy(); got != tc.want {
+			t.Errorf("%+v: %v", tc.d, got)
+		}
+	}
+}
