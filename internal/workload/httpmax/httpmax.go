@@ -243,6 +243,10 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return in.step(ctx, t, st, url, cpuRep)
 	}
 	cfg := in.searchConfig(t.Duration)
+	if cfg.Tolerance > search.DefaultTolerance {
+		fmt.Fprintf(t.Log, "%s: a quick search: stops within %g%% (Weathervane: %g%%), %v coarse and %v fine decision intervals, at most %d steps\n",
+			t.Name, cfg.Tolerance*100, search.DefaultTolerance*100, min(in.coarse, t.Duration), t.Duration, cfg.MaxSteps)
+	}
 	sr, err := search.Run(ctx, cfg, t.Steps, exec)
 	if err != nil {
 		return res, err
