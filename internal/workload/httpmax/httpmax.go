@@ -482,9 +482,11 @@ func othersBusy(steps []search.Step) int {
 }
 
 // othersBusy reports whether the machine was over 90% busy during the step
-// while the driver and the server used less than half of its CPU time.
+// while the driver and the server used less than half of its CPU time. A
+// server CPU time of zero is taken for unknown (a platform that counts only
+// a multi-process server's first process), and claims nothing.
 func (d stepDetail) othersBusy() bool {
-	return d.MachineBusy > 0.9 && (d.DriverCPU+d.ServerCPU)/100 < 0.5*d.MachineBusy*float64(d.CPUs)
+	return d.MachineBusy > 0.9 && d.ServerCPU > 0 && (d.DriverCPU+d.ServerCPU)/100 < 0.5*d.MachineBusy*float64(d.CPUs)
 }
 
 func saturatedSteps(steps []search.Step) int {

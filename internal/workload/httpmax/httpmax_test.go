@@ -146,6 +146,7 @@ func TestOthersBusy(t *testing.T) {
 		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 10, ServerCPU: 2}, true},
 		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 60, ServerCPU: 90}, false},
 		{stepDetail{MachineBusy: 0.5, CPUs: 2, DriverCPU: 1, ServerCPU: 1}, false},
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 10, ServerCPU: 0}, false}, // server CPU unknown
 	}
 	for _, tc := range tests {
 		if got := tc.d.othersBusy(); got != tc.want {
