@@ -48,7 +48,7 @@ const (
 	maxFailures  = 0.005 // Weathervane's failure limit
 	minDelivered = 0.99  // due requests that must be answered
 	readyTimeout = 30 * time.Second
-	stepPause    = 200 * time.Millisecond // between steps: the server drains
+	stepPause    = 100 * time.Millisecond // between steps: the server drains
 	drain        = 500 * time.Millisecond // in-flight requests at a step's end
 	// requestTimeout fails a request nginx has not answered in this long.
 	requestTimeout = 5 * time.Second
@@ -81,7 +81,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "max_rate", Type: workload.Float, Default: "1000000", Min: 1, HasMin: true, Help: "the search never tries more than this many requests/s"},
 		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.05", Min: 0.001, HasMin: true,
 			Help: "the search stops when the lowest failing and highest passing rates are within this fraction (Weathervane: 1%)"},
-		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "16", Min: 2, HasMin: true,
+		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "12", Min: 2, HasMin: true,
 			Help: "the search stops after this many steps even if its bracket is still open, and reports its best pass unverified (the notes say so)"},
 		{Name: "step_warmup", Type: workload.Duration, Default: "2s", Quick: "250ms", Help: "load before each step's decision interval, not counted"},
 		{Name: "coarse_interval", Type: workload.Duration, Default: "2s", Quick: "500ms",

@@ -36,7 +36,7 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.search.Tolerance != 0.05 || q.warmup != 250*time.Millisecond || q.coarse != 500*time.Millisecond || q.search.MaxSteps != 16 {
+	if q.search.Tolerance != 0.05 || q.warmup != 250*time.Millisecond || q.coarse != 500*time.Millisecond || q.search.MaxSteps != 12 {
 		t.Errorf("quick: %+v", q)
 	}
 }
