@@ -162,7 +162,7 @@ func (in *Instance) Metrics() []workload.Metric {
 		{Name: MetricCPUPerReq, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (driver included, /proc/stat) per request answered, at the verified maximum"},
 		{Name: MetricP99, Unit: "ms", HigherIsBetter: false, Help: "p99 latency from the due time at the verified maximum", Diagnostic: true},
 		{Name: MetricDriverCPU, Unit: "%", HigherIsBetter: false, Help: "the driver's own CPU use at the verified maximum (100 = one CPU)", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) at the verified maximum", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) over the step at the maximum, from the reading after the step before it", Diagnostic: true},
 		{Name: MetricSteps, Unit: "steps", HigherIsBetter: false, Help: "search steps the trial took, resumed ones included", Diagnostic: true},
 		{Name: MetricSaturated, Unit: "0/1", HigherIsBetter: false, Help: "1 when the driver's own checks found it may have been the bottleneck at the verified maximum", Diagnostic: true},
 	}
@@ -239,8 +239,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, url))
 
+	srvCPU := &serverCPU{rep: cpuRep}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, url, cpuRep)
+		return in.step(ctx, t, st, url, srvCPU)
 	}
 	cfg := in.searchConfig(t.Duration)
 	if cfg.Tolerance > search.DefaultTolerance {
@@ -316,20 +317,46 @@ func (in *Instance) searchConfig(decide time.Duration) search.Config {
 	return c
 }
 
+// serverCPU reads the server's CPU time once per step: the reading after a
+// step is the one before the next (nginx idles in between), because a
+// reading can cost a Docker stats call, about a second on this machine.
+type serverCPU struct {
+	rep  platform.CPUReporter
+	last time.Duration
+	at   time.Time
+	read bool
+}
+
+// mark takes a reading; it returns the CPU time used since the previous
+// one and the wall time between them.
+func (s *serverCPU) mark(ctx context.Context) (used, over time.Duration, err error) {
+	v, err := s.rep.CPUTime(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	now := time.Now()
+	if s.read {
+		used, over = v-s.last, now.Sub(s.at)
+	}
+	s.last, s.at, s.read = v, now, true
+	return used, over, nil
+}
+
 // step runs the driver at one rate and judges it.
-func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, cpuRep platform.CPUReporter) (search.Outcome, error) {
+func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, srvCPU *serverCPU) (search.Outcome, error) {
 	decide := t.Duration
 	if st.Phase == search.Coarse {
 		decide = min(in.coarse, t.Duration)
 	}
 	c := in.driverConfig(st, url, decide, string(t.Run))
+	if !srvCPU.read {
+		if _, _, err := srvCPU.mark(ctx); err != nil {
+			return search.Outcome{}, in.cpuTimeError(ctx, url, err)
+		}
+	}
 	cpu0, err := sysinfo.ReadCPU()
 	if err != nil {
 		return search.Outcome{}, err
-	}
-	srv0, err := cpuRep.CPUTime(ctx)
-	if err != nil {
-		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
 	r, err := driver.Run(ctx, c)
 	if err != nil {
@@ -339,7 +366,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if err != nil {
 		return search.Outcome{}, err
 	}
-	srv1, err := cpuRep.CPUTime(ctx)
+	srvUsed, srvOver, err := srvCPU.mark(ctx)
 	if err != nil {
 		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
@@ -349,7 +376,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		}
 	}
 	verdict := in.rules().Evaluate(r.QoS())
-	d := detail(r, verdict, cpu0.Delta(cpu1), srv1-srv0, in.limit)
+	d := detail(r, verdict, cpu0.Delta(cpu1), srvUsed, srvOver, in.limit)
 	d.Rate = st.Value
 	if !verdict.Pass {
 		if gone := serverGone(ctx, r, url, in.pageBytes); gone != nil {
@@ -378,7 +405,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 }
 
 // detail summarises a step.
-func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.Duration, limit time.Duration) stepDetail {
+func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOver time.Duration, limit time.Duration) stepDetail {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	d := stepDetail{Due: r.Open.Due, Late: r.Open.Late, QoS: v, Commands: r.Commands}
 	if g := r.Ops[httpc.GetOp]; g != nil {
@@ -400,7 +427,9 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.D
 	d.MachineBusy, d.CPUs = cpu.Utilisation, len(cpu.PerCPUBusy)
 	if r.Wall > 0 {
 		d.DriverCPU = r.CPUShare() * 100
-		d.ServerCPU = srvCPU.Seconds() / r.Wall.Seconds() * 100
+	}
+	if srvOver > 0 {
+		d.ServerCPU = srvCPU.Seconds() / srvOver.Seconds() * 100
 	}
 	d.Saturation = r.Saturation(driver.Limits{Lag: limit / 5})
 	return d
