@@ -504,3 +504,28 @@ func TestSockstat(t *testing.T) {
 		t.Errorf("sockstat6: %d", n)
 	}
 }
+
+// TestOpenLoopStepsPlan: 200 requests/s in the ramp-up, then 800/s in the
+// steady phase: the requests due in the steady phase come from the plan.
+func TestOpenLoopStepsPlan(t *testing.T) {
+	c := Config{
+		Behaviour: "test-sleep", Mode: Open, Plan: Steps(500*time.Millisecond, 200, 800), Connections: 8,
+		Phases: Phases{RampUp: 500 * time.Millisecond, Steady: 500 * time.Millisecond},
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Open.Due != 400 || r.Ops["work"].Count < 390 {
+		t.Errorf("%d due, %d done in the steady phase; want 400 (800/s for 0.5 s)", r.Open.Due, r.Ops["work"].Count)
+	}
+	// The series (whole seconds from the start of the ramp-up) holds the
+	// ramp-up's 100 requests too.
+	var all int64
+	for _, p := range r.Points() {
+		all += p.Count
+	}
+	if all < 490 || all > 510 {
+		t.Errorf("%d requests in the series, want 500 (100 in the ramp-up, 400 steady)", all)
+	}
+}

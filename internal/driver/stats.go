@@ -294,14 +294,13 @@ func (e *causeError) Cause() string { return e.cause }
 
 // Failure causes the driver recognises.
 const (
-	CauseTimeout     = "timeout"
-	CauseRefused     = "connection refused"
-	CauseReset       = "connection reset"
-	CauseClosed      = "connection closed"
-	CauseNoPort      = "no ephemeral port"
-	CauseFiles       = "too many open files"
-	CauseOther       = "error"
-	CauseUserStartup = "user setup"
+	CauseTimeout = "timeout"
+	CauseRefused = "connection refused"
+	CauseReset   = "connection reset"
+	CauseClosed  = "connection closed"
+	CauseNoPort  = "no ephemeral port"
+	CauseFiles   = "too many open files"
+	CauseOther   = "error"
 )
 
 // Cause classifies an operation's error for the failure counts.

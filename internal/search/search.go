@@ -35,6 +35,10 @@ const (
 	Fine Phase = "fine"
 	// Verify repeats the best pass once the bracket is narrow enough.
 	Verify Phase = "verify"
+	// Fixed is not a search phase: a trial at one given load stores its QoS
+	// verdict as a single step of this phase through the same StepLog, so
+	// that every rule's outcome is kept with the trial. Next refuses it.
+	Fixed Phase = "fixed"
 )
 
 // Defaults of Config fields left zero.

@@ -121,12 +121,16 @@ type getUser struct {
 func (u *getUser) Next() (string, driver.Operation) { return GetOp, u.op }
 
 func (u *getUser) get(ctx context.Context) error {
-	deadline := time.Now().Add(u.timeout)
+	deadline, cut := time.Now().Add(u.timeout), false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, cut = d, true
 	}
 	if err := u.hc.DoDeadline(u.req, u.resp, deadline); err != nil {
 		switch {
+		case errors.Is(err, fasthttp.ErrTimeout) && cut:
+			// The driver's own deadline (the end of its drain), not the
+			// request timeout: the request was cut off, not failed.
+			return fmt.Errorf("GET %s: %w", u.url, context.DeadlineExceeded)
 		case errors.Is(err, fasthttp.ErrTimeout):
 			return driver.Failure(driver.CauseTimeout, fmt.Errorf("GET %s: %w", u.url, err))
 		case errors.Is(err, fasthttp.ErrConnectionClosed):

@@ -48,7 +48,7 @@ const (
 	maxFailures  = 0.005 // Weathervane's failure limit
 	minDelivered = 0.99  // due requests that must be answered
 	readyTimeout = 30 * time.Second
-	stepPause    = 200 * time.Millisecond // between steps: the server drains
+	stepPause    = 100 * time.Millisecond // between steps: the server drains
 	drain        = 500 * time.Millisecond // in-flight requests at a step's end
 	// requestTimeout fails a request nginx has not answered in this long.
 	requestTimeout = 5 * time.Second
@@ -81,7 +81,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "max_rate", Type: workload.Float, Default: "1000000", Min: 1, HasMin: true, Help: "the search never tries more than this many requests/s"},
 		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.05", Min: 0.001, HasMin: true,
 			Help: "the search stops when the lowest failing and highest passing rates are within this fraction (Weathervane: 1%)"},
-		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "16", Min: 2, HasMin: true,
+		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "12", Min: 2, HasMin: true,
 			Help: "the search stops after this many steps even if its bracket is still open, and reports its best pass unverified (the notes say so)"},
 		{Name: "step_warmup", Type: workload.Duration, Default: "2s", Quick: "250ms", Help: "load before each step's decision interval, not counted"},
 		{Name: "coarse_interval", Type: workload.Duration, Default: "2s", Quick: "500ms",
@@ -162,7 +162,7 @@ func (in *Instance) Metrics() []workload.Metric {
 		{Name: MetricCPUPerReq, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (driver included, /proc/stat) per request answered, at the verified maximum"},
 		{Name: MetricP99, Unit: "ms", HigherIsBetter: false, Help: "p99 latency from the due time at the verified maximum", Diagnostic: true},
 		{Name: MetricDriverCPU, Unit: "%", HigherIsBetter: false, Help: "the driver's own CPU use at the verified maximum (100 = one CPU)", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) at the verified maximum", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) over the step at the maximum, from the reading after the step before it", Diagnostic: true},
 		{Name: MetricSteps, Unit: "steps", HigherIsBetter: false, Help: "search steps the trial took, resumed ones included", Diagnostic: true},
 		{Name: MetricSaturated, Unit: "0/1", HigherIsBetter: false, Help: "1 when the driver's own checks found it may have been the bottleneck at the verified maximum", Diagnostic: true},
 	}
@@ -208,6 +208,7 @@ type stepDetail struct {
 	Unfinished  int64             `json:"unfinished,omitempty"`
 	CPUPerReqUs float64           `json:"cpu_us_per_req"`
 	MachineBusy float64           `json:"machine_busy"`
+	CPUs        int               `json:"cpus"` // CPUs the machine's busy share is of
 	DriverCPU   float64           `json:"driver_cpu_pct"`
 	ServerCPU   float64           `json:"server_cpu_pct"`
 	Saturation  driver.Saturation `json:"saturation"`
@@ -238,10 +239,15 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, url))
 
+	srvCPU := &serverCPU{rep: cpuRep}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, url, cpuRep)
+		return in.step(ctx, t, st, url, srvCPU)
 	}
 	cfg := in.searchConfig(t.Duration)
+	if cfg.Tolerance > search.DefaultTolerance {
+		fmt.Fprintf(t.Log, "%s: a quick search: stops within %g%% (Weathervane: %g%%), %v coarse and %v fine decision intervals, at most %d steps\n",
+			t.Name, cfg.Tolerance*100, search.DefaultTolerance*100, min(in.coarse, t.Duration), t.Duration, cfg.MaxSteps)
+	}
 	sr, err := search.Run(ctx, cfg, t.Steps, exec)
 	if err != nil {
 		return res, err
@@ -285,8 +291,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if n := saturatedSteps(sr.Steps); n > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late, machine busy %.0f%%",
-		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100))
+	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and nginx %.0f%% of one CPU",
+		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, d.ServerCPU))
+	if n := othersBusy(sr.Steps); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and nginx used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
+	}
 	return res, nil
 }
 
@@ -308,20 +317,46 @@ func (in *Instance) searchConfig(decide time.Duration) search.Config {
 	return c
 }
 
+// serverCPU reads the server's CPU time once per step: the reading after a
+// step is the one before the next (nginx idles in between), because a
+// reading can cost a Docker stats call, about a second on this machine.
+type serverCPU struct {
+	rep  platform.CPUReporter
+	last time.Duration
+	at   time.Time
+	read bool
+}
+
+// mark takes a reading; it returns the CPU time used since the previous
+// one and the wall time between them.
+func (s *serverCPU) mark(ctx context.Context) (used, over time.Duration, err error) {
+	v, err := s.rep.CPUTime(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	now := time.Now()
+	if s.read {
+		used, over = v-s.last, now.Sub(s.at)
+	}
+	s.last, s.at, s.read = v, now, true
+	return used, over, nil
+}
+
 // step runs the driver at one rate and judges it.
-func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, cpuRep platform.CPUReporter) (search.Outcome, error) {
+func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, srvCPU *serverCPU) (search.Outcome, error) {
 	decide := t.Duration
 	if st.Phase == search.Coarse {
 		decide = min(in.coarse, t.Duration)
 	}
 	c := in.driverConfig(st, url, decide, string(t.Run))
+	if !srvCPU.read {
+		if _, _, err := srvCPU.mark(ctx); err != nil {
+			return search.Outcome{}, in.cpuTimeError(ctx, url, err)
+		}
+	}
 	cpu0, err := sysinfo.ReadCPU()
 	if err != nil {
 		return search.Outcome{}, err
-	}
-	srv0, err := cpuRep.CPUTime(ctx)
-	if err != nil {
-		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
 	r, err := driver.Run(ctx, c)
 	if err != nil {
@@ -331,7 +366,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if err != nil {
 		return search.Outcome{}, err
 	}
-	srv1, err := cpuRep.CPUTime(ctx)
+	srvUsed, srvOver, err := srvCPU.mark(ctx)
 	if err != nil {
 		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
@@ -341,7 +376,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		}
 	}
 	verdict := in.rules().Evaluate(r.QoS())
-	d := detail(r, verdict, cpu0.Delta(cpu1), srv1-srv0, in.limit)
+	d := detail(r, verdict, cpu0.Delta(cpu1), srvUsed, srvOver, in.limit)
 	d.Rate = st.Value
 	if !verdict.Pass {
 		if gone := serverGone(ctx, r, url, in.pageBytes); gone != nil {
@@ -359,6 +394,9 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if d.Saturation.Saturated {
 		summary += " (driver saturated)"
 	}
+	if d.othersBusy() {
+		summary += fmt.Sprintf(" (machine %.0f%% busy, mostly with other processes)", d.MachineBusy*100)
+	}
 	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
 	if err := sleepCtx(ctx, stepPause); err != nil {
 		return search.Outcome{}, err
@@ -367,7 +405,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 }
 
 // detail summarises a step.
-func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.Duration, limit time.Duration) stepDetail {
+func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOver time.Duration, limit time.Duration) stepDetail {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	d := stepDetail{Due: r.Open.Due, Late: r.Open.Late, QoS: v, Commands: r.Commands}
 	if g := r.Ops[httpc.GetOp]; g != nil {
@@ -386,10 +424,12 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU time.D
 	if answered > 0 {
 		d.CPUPerReqUs = cpu.BusySeconds / float64(answered) * 1e6
 	}
-	d.MachineBusy = cpu.Utilisation
+	d.MachineBusy, d.CPUs = cpu.Utilisation, len(cpu.PerCPUBusy)
 	if r.Wall > 0 {
 		d.DriverCPU = r.CPUShare() * 100
-		d.ServerCPU = srvCPU.Seconds() / r.Wall.Seconds() * 100
+	}
+	if srvOver > 0 {
+		d.ServerCPU = srvCPU.Seconds() / srvOver.Seconds() * 100
 	}
 	d.Saturation = r.Saturation(driver.Limits{Lag: limit / 5})
 	return d
@@ -455,6 +495,27 @@ func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
 		n += fmt.Sprintf(" (coarser than Weathervane's %g%%: a quick search)", search.DefaultTolerance*100)
 	}
 	return n
+}
+
+// othersBusy counts the steps during which something else kept the machine
+// busy.
+func othersBusy(steps []search.Step) int {
+	n := 0
+	for _, s := range steps {
+		var d stepDetail
+		if json.Unmarshal(s.Detail, &d) == nil && d.othersBusy() {
+			n++
+		}
+	}
+	return n
+}
+
+// othersBusy reports whether the machine was over 90% busy during the step
+// while the driver and the server used less than half of its CPU time. A
+// server CPU time of zero is taken for unknown (a platform that counts only
+// a multi-process server's first process), and claims nothing.
+func (d stepDetail) othersBusy() bool {
+	return d.MachineBusy > 0.9 && d.ServerCPU > 0 && (d.DriverCPU+d.ServerCPU)/100 < 0.5*d.MachineBusy*float64(d.CPUs)
 }
 
 func saturatedSteps(steps []search.Step) int {

@@ -36,7 +36,7 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.search.Tolerance != 0.05 || q.warmup != 250*time.Millisecond || q.coarse != 500*time.Millisecond || q.search.MaxSteps != 16 {
+	if q.search.Tolerance != 0.05 || q.warmup != 250*time.Millisecond || q.coarse != 500*time.Millisecond || q.search.MaxSteps != 12 {
 		t.Errorf("quick: %+v", q)
 	}
 }
@@ -135,5 +135,22 @@ func TestSearchFloor(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestOthersBusy(t *testing.T) {
+	tests := []struct {
+		d    stepDetail
+		want bool
+	}{
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 10, ServerCPU: 2}, true},
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 60, ServerCPU: 90}, false},
+		{stepDetail{MachineBusy: 0.5, CPUs: 2, DriverCPU: 1, ServerCPU: 1}, false},
+		{stepDetail{MachineBusy: 1, CPUs: 2, DriverCPU: 10, ServerCPU: 0}, false}, // server CPU unknown
+	}
+	for _, tc := range tests {
+		if got := tc.d.othersBusy(); got != tc.want {
+			t.Errorf("%+v: %v", tc.d, got)
+		}
 	}
 }

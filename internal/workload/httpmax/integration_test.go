@@ -79,15 +79,23 @@ func TestFindMaxOnPlatforms(t *testing.T) {
 			if max := res.Values[MetricMaxRate]; max < 1 || max > 1e6 {
 				t.Errorf("max rate %g", max)
 			}
-			if len(steps) < 2 || steps[len(steps)-1].Phase != search.Verify || !steps[len(steps)-1].Pass {
-				t.Errorf("steps: %+v", steps)
+			// The search ends verified, or at the quick step cap with its
+			// best pass unverified, which the notes then say.
+			last := steps[len(steps)-1]
+			verified := last.Phase == search.Verify && last.Pass
+			capped := len(steps) == in.search.MaxSteps && strings.Contains(strings.Join(res.Notes, "\n"), "not verified")
+			if len(steps) < 2 || !verified && !capped {
+				for _, st := range steps {
+					t.Logf("step %d: %s", st.Seq, st.Summary)
+				}
+				t.Errorf("the search ended neither verified nor at its cap of %d steps", in.search.MaxSteps)
 			}
 			if int(res.Values[MetricSteps]) != len(steps) || len(series.steps) != len(steps) {
 				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), len(series.steps))
 			}
 			var d stepDetail
-			if err := json.Unmarshal(steps[len(steps)-1].Detail, &d); err != nil || d.Due == 0 || d.CPUPerReqUs <= 0 || len(d.QoS.Outcomes) != 3 {
-				t.Errorf("verification record %+v (%v)", d, err)
+			if err := json.Unmarshal(last.Detail, &d); err != nil || d.Due == 0 || d.CPUPerReqUs <= 0 || len(d.QoS.Outcomes) != 3 {
+				t.Errorf("last step's record %+v (%v)", d, err)
 			}
 			if !strings.Contains(strings.Join(res.Notes, "\n"), OpenLoopNote) || !strings.Contains(strings.Join(res.Commands, "\n"), "nginx") {
 				t.Errorf("notes %q, commands %q", res.Notes, res.Commands)
