@@ -126,21 +126,21 @@ func (Workload) Params() []workload.Param {
 
 // Settings are the workload's parameters with the sizes resolved.
 type Settings struct {
-	Sizes                string
-	Redis, Twemproxies   int
-	Drivers, Clients     int
-	Pipeline             int
-	GetRatio             float64
-	Keyspace             int64
-	ValueSize            int
-	Guests               string
-	LBOnHost             bool
-	Pin                  string
-	DriverCPUs           string
-	Overcommit           float64
-	Warmup               time.Duration
-	scaled               []string // what the machine's sizes changed from the seed
-	keyspaceMax          int64
+	Sizes              string
+	Redis, Twemproxies int
+	Drivers, Clients   int
+	Pipeline           int
+	GetRatio           float64
+	Keyspace           int64
+	ValueSize          int
+	Guests             string
+	LBOnHost           bool
+	Pin                string
+	DriverCPUs         string
+	Overcommit         float64
+	Warmup             time.Duration
+	scaled             []string // what the machine's sizes changed from the seed
+	keyspaceMax        int64
 }
 
 // Machine is what sizing needs to know about the host.
@@ -186,7 +186,7 @@ func Resolve(v workload.Values, m Machine) Settings {
 		Drivers: v.Int("drivers"), Clients: v.Int("clients"), Pipeline: v.Int("pipeline"),
 		GetRatio: v.Float("get_ratio"), Keyspace: int64(v.Int("keyspace")), ValueSize: v.Int("value_size"),
 		keyspaceMax: int64(v.Int("keyspace_max")),
-		Guests: v.String("guests"), LBOnHost: v.Bool("lb_on_host"), Pin: v.String("pin"),
+		Guests:      v.String("guests"), LBOnHost: v.Bool("lb_on_host"), Pin: v.String("pin"),
 		DriverCPUs: v.String("driver_cpus"), Overcommit: v.Float("overcommit"), Warmup: v.Duration("warmup"),
 	}
 	if s.Pin == "none" {

@@ -27,7 +27,7 @@ const (
 	PortProxy  = "proxy"
 	PortStats  = "stats"
 	PortLB     = "lb"
-	DataPath   = "/data"     // where a Redis's data volume is mounted in a container or guest
+	DataPath   = "/data" // where a Redis's data volume is mounted in a container or guest
 	AOFDirName = "appendonlydir"
 )
 
