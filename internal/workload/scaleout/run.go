@@ -264,10 +264,6 @@ func (in *Instance) experiment(ctx context.Context, t workload.Trial, d *deploy.
 		return o, err
 	}
 	servers := d.Servers()
-	before, err := roleCPU(ctx, servers)
-	if err != nil {
-		return o, err
-	}
 	var srvs []platform.Server
 	for _, r := range servers {
 		srvs = append(srvs, r.Srv)
@@ -295,12 +291,8 @@ func (in *Instance) experiment(ctx context.Context, t workload.Trial, d *deploy.
 	if o.layout, err = obs.Layout(ctx); err != nil {
 		return o, err
 	}
-	after, err := roleCPU(ctx, servers)
-	if err != nil {
-		return o, err
-	}
-	for role, v := range after {
-		o.tiers[role] = v - before[role]
+	for i, v := range acct.PerServer {
+		o.tiers[servers[i].ID.Role] += v
 	}
 	if t.Series != nil {
 		if err := t.Series.PutSeries(ctx, step, r.Points()); err != nil {
@@ -348,23 +340,6 @@ func (in *Instance) check(name string, r *driver.Result) error {
 		return fmt.Errorf("%s: %d pipelines failed: %s", name, max(failed, op.Failed()), strings.Join(causes, "; "))
 	}
 	return nil
-}
-
-// roleCPU reads the CPU time of every server, summed per role.
-func roleCPU(ctx context.Context, servers []*deploy.Running) (map[string]time.Duration, error) {
-	out := map[string]time.Duration{}
-	for _, r := range servers {
-		cr, ok := r.Srv.(platform.CPUReporter)
-		if !ok {
-			return nil, fmt.Errorf("server %s cannot report its CPU time", r.ID.Name())
-		}
-		v, err := cr.CPUTime(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("CPU time of %s: %w", r.ID.Name(), err)
-		}
-		out[r.ID.Role] += v
-	}
-	return out, nil
 }
 
 // record puts both experiments into res.
