@@ -328,16 +328,23 @@ func (in *Instance) check(name string, r *driver.Result) error {
 	for _, p := range r.Points() {
 		failed += p.Failures
 	}
-	if op == nil || op.Count == 0 {
-		return fmt.Errorf("%s: no pipeline completed in the measured interval (%d failed)", name, failed)
-	}
-	if failed > 0 || op.Failed() > 0 {
-		var causes []string
+	var causes []string
+	if op != nil {
 		for cause, n := range op.Failures {
 			causes = append(causes, fmt.Sprintf("%d %s (%s)", n, cause, op.Examples[cause]))
 		}
 		sort.Strings(causes)
-		return fmt.Errorf("%s: %d pipelines failed: %s", name, max(failed, op.Failed()), strings.Join(causes, "; "))
+		failed = max(failed, op.Failed())
+	}
+	why := ""
+	if len(causes) > 0 {
+		why = ": " + strings.Join(causes, "; ")
+	}
+	if op == nil || op.Count == 0 {
+		return fmt.Errorf("%s: no pipeline completed in the measured interval (%d failed over the run)%s", name, failed, why)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s: %d pipelines failed%s", name, failed, why)
 	}
 	return nil
 }

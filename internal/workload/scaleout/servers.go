@@ -67,14 +67,16 @@ logfile ""
 `, l.Host, l.Port(PortRedis), dataDir, appendonly, AOFDirName)
 }
 
-// redisSpec is a Redis server whose data directory is the volume at
+// redisSpec is Redis server id whose data directory is the volume at
 // hostData (a copy of a shard's cached AOF directory, or empty for the
-// loader). aof false is the loader's setting: it loads without logging,
-// then turns the AOF on.
-func redisSpec(hostData string, aof bool) platform.Spec {
+// loader), seen at DataPath/<server> in a container or guest (a guest may
+// hold several Redis). aof false is the loader's setting: it loads without
+// logging, then turns the AOF on.
+func redisSpec(id topology.ServerID, hostData string, aof bool) platform.Spec {
+	mount := path.Join(DataPath, id.Name())
 	dataDir := func(l platform.Listen) string {
 		if inside(l) {
-			return DataPath
+			return mount
 		}
 		return hostData
 	}
@@ -87,7 +89,7 @@ func redisSpec(hostData string, aof bool) platform.Spec {
 		Render: func(l platform.Listen) []platform.File {
 			return []platform.File{{Path: "redis.conf", Content: []byte(redisConf(l, dataDir(l), aof))}}
 		},
-		Volumes: []platform.Volume{{HostPath: hostData, Path: DataPath, Own: true}},
+		Volumes: []platform.Volume{{HostPath: hostData, Path: mount, Own: true}},
 	}
 }
 
@@ -173,12 +175,12 @@ func (s Settings) Topology(d Data, pinBase string) topology.Topology {
 	t := topology.Topology{
 		Roles: []topology.Role{
 			{Name: RoleBase, Ports: []string{PortRedis}, Entry: true, Ready: ping, ReadyTimeout: redisReady,
-				Spec: func(topology.ServerID, topology.Peers) (platform.Spec, error) {
-					return redisSpec(d.Base, d.AOF), nil
+				Spec: func(id topology.ServerID, _ topology.Peers) (platform.Spec, error) {
+					return redisSpec(id, d.Base, d.AOF), nil
 				}},
 			{Name: RoleRedis, Count: s.Redis, Ports: []string{PortRedis}, Ready: ping, ReadyTimeout: redisReady, GuestPerServer: true,
 				Spec: func(id topology.ServerID, _ topology.Peers) (platform.Spec, error) {
-					return redisSpec(d.Shards[id.Index], d.AOF), nil
+					return redisSpec(id, d.Shards[id.Index], d.AOF), nil
 				}},
 			{Name: RoleProxy, Count: s.Twemproxies, Ports: []string{PortProxy, PortStats}, After: []string{RoleRedis}, OnHost: s.LBOnHost,
 				Ready: ping, ReadyPort: PortProxy,
