@@ -26,6 +26,7 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/linpack"
 	"github.com/nearnative/nearnative/internal/workload/pgbench"
 	"github.com/nearnative/nearnative/internal/workload/redis"
+	"github.com/nearnative/nearnative/internal/workload/scaleout"
 	"github.com/nearnative/nearnative/internal/workload/stream"
 	"github.com/nearnative/nearnative/internal/workload/tcprr"
 	"github.com/nearnative/nearnative/internal/workload/tcpstream"
@@ -62,7 +63,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{}, scaleout.Workload{})
 }
 
 type app struct {

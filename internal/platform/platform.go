@@ -217,7 +217,16 @@ type Options struct {
 	// 2g); other platforms ignore them.
 	VCPUs    int    `yaml:"vcpus" json:"vcpus,omitempty"`
 	VMMemory string `yaml:"vm_memory" json:"vm_memory,omitempty"`
+	// Pin "spread" pins each server of a topology the platform deploys to
+	// a core of its own (as a topology's placement pin: spread does, for
+	// the servers the workload pins), so that a study can compare a
+	// platform with its pinned variant: {name: native-pinned, base:
+	// native, options: {pin: spread}}. Native and Docker platforms only.
+	Pin string `yaml:"pin" json:"pin,omitempty"`
 }
+
+// PinSpread is the Pin option that pins each server to a core of its own.
+const PinSpread = "spread"
 
 // Validate checks the options' syntax.
 func (o Options) Validate() error {
@@ -239,6 +248,9 @@ func (o Options) Validate() error {
 	}
 	if o.VCPUs < 0 || o.VCPUs > 255 {
 		return fmt.Errorf("vcpus %d: want 1 to 255", o.VCPUs)
+	}
+	if o.Pin != "" && o.Pin != PinSpread {
+		return fmt.Errorf("pin %q: want %q (each server of a topology on a core of its own) or nothing", o.Pin, PinSpread)
 	}
 	if o.VMMemory != "" {
 		if n, err := ParseBytes(o.VMMemory); err != nil {
@@ -273,6 +285,9 @@ func (o Options) String() string {
 	}
 	if o.VMMemory != "" {
 		parts = append(parts, "vm_memory="+o.VMMemory)
+	}
+	if o.Pin != "" {
+		parts = append(parts, "pin="+o.Pin)
 	}
 	return strings.Join(parts, ",")
 }

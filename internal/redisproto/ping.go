@@ -13,7 +13,9 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
-// Ping sends PING to addr and expects +PONG.
+// Ping sends PING to addr and expects +PONG. The command goes as a RESP
+// array, not inline: proxies such as twemproxy close connections that send
+// inline commands.
 func Ping(ctx context.Context, addr string) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -26,7 +28,7 @@ func Ping(ctx context.Context, addr string) error {
 	} else {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return fmt.Errorf("redis at %s: %w", addr, err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')

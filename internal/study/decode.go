@@ -17,7 +17,7 @@ import (
 var (
 	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "min_pairs", "outside_cpu_max", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
 	platformKeys = []string{"name", "base", "options"}
-	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory"}
+	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory", "pin"}
 	workloadKeys = []string{"workload", "name", "params"}
 	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads"}
 )
@@ -184,6 +184,8 @@ func (d *decoder) options(p *Platform, where string, k, v *yaml.Node) error {
 			p.Options.VCPUs, err = d.integer(where+"."+key, k, v)
 		case "vm_memory":
 			p.Options.VMMemory, err = d.str(where+"."+key, k, v)
+		case "pin":
+			p.Options.Pin, err = d.str(where+"."+key, k, v)
 		}
 		return err
 	})

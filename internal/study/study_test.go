@@ -253,7 +253,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown platform key", func(t *testing.T) string { return edit(t, "base: native,", "base: native, foo: 1,") },
 			`t.yaml:15: unknown key "foo" in platforms[2] (known: name, base, options)`},
 		{"unknown option", func(t *testing.T) string { return edit(t, "cpus: 0.8", "cpu: 0.8") },
-			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory, vcpus, vm_memory)`},
+			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory, vcpus, vm_memory, pin)`},
 		{"unknown workload key", func(t *testing.T) string { return edit(t, "    name: redis-set", "    label: redis-set") },
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
@@ -306,6 +306,9 @@ func TestParseErrors(t *testing.T) {
 		{"vcpus out of range", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-big, base: vm, options: {vcpus: 300}}\n")
 		}, `t.yaml:15: platforms[2].options: vcpus 300: want 1 to 255`},
+		{"pin mode", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: native-pinned, base: native, options: {pin: tight}}\n")
+		}, `t.yaml:15: platforms[2].options: pin "tight": want "spread" (each server of a topology on a core of its own) or nothing`},
 		{"vm_memory too small", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-small, base: vm, options: {vm_memory: 64m}}\n")
 		}, `t.yaml:15: platforms[2].options: vm_memory 64m: a guest needs at least 128m`},
@@ -649,6 +652,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	custom := edit(t, "description: test", `description: "tricky: text # with \"quotes\""`)
 	custom = strings.Replace(custom, "until_ci: 0\nmax_rounds: 40", "until_ci: 2.5\nmax_rounds: 30", 1)
 	custom = strings.Replace(custom, "order: random", "order: fixed", 1)
+	custom = strings.Replace(custom, "  - docker-nat\n", "  - docker-nat\n  - {name: native-pinned, base: native, options: {pin: spread}}\n", 1)
 	custom = strings.Replace(custom, "quick:", "  - {workload: sleep, params: {label: \"\"}}\n  - {workload: sleep, name: s2, params: {label: 'yes', length: 90m}}\nquick:", 1)
 	type source struct {
 		name string

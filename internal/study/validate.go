@@ -210,6 +210,7 @@ func (v *validator) platforms() {
 			{"memory", platform.Options{Memory: o.Memory}},
 			{"vcpus", platform.Options{VCPUs: o.VCPUs}},
 			{"vm_memory", platform.Options{VMMemory: o.VMMemory}},
+			{"pin", platform.Options{Pin: o.Pin}},
 		} {
 			if err := f.opt.Validate(); err != nil {
 				v.add(at("options."+f.key, "options"), "%s.options: %w", where, err)

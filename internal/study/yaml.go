@@ -91,6 +91,9 @@ func platformNode(p Platform) *yaml.Node {
 	if p.Options.VMMemory != "" {
 		o.Content = append(o.Content, plain("vm_memory"), str(p.Options.VMMemory))
 	}
+	if p.Options.Pin != "" {
+		o.Content = append(o.Content, plain("pin"), str(p.Options.Pin))
+	}
 	if len(o.Content) > 0 {
 		n.Content = append(n.Content, plain("options"), o)
 	}

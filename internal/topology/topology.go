@@ -121,6 +121,13 @@ type Role struct {
 	// host of their own: only the other roles' platform differs. Roles it
 	// names in After are reached at their host-side addresses.
 	OnHost bool
+	// GuestPerServer spreads the role's servers over the guests of the vm
+	// platforms one by one (server k of the role, counted over all
+	// instances, in guest k mod vms) instead of keeping them in their
+	// instance's guest: the Redis scale-out seed ran one Redis per VM,
+	// with the load balancers that shard over them elsewhere. The role's
+	// servers then count towards the guests vms may ask for.
+	GuestPerServer bool
 }
 
 // Placement says which CPUs servers may run on.
@@ -169,8 +176,8 @@ func (t Topology) Validate() error {
 	if t.VMs < 0 {
 		return fmt.Errorf("topology: vms %d: want at least 1", t.VMs)
 	}
-	if t.VMs > max(t.Instances, 1) {
-		return fmt.Errorf("topology: vms %d exceeds the %d instance(s): each guest holds whole instances", t.VMs, max(t.Instances, 1))
+	if hold := t.maxGuests(); t.VMs > hold {
+		return fmt.Errorf("topology: vms %d exceeds the %d instance(s): each guest holds whole instances (or one server of a role spread over guests)", t.VMs, hold)
 	}
 	if t.Layout != "" && !slices.Contains(Layouts, t.Layout) {
 		return fmt.Errorf("topology: layout %q: want %s", t.Layout, strings.Join(Layouts, " or "))
@@ -241,6 +248,18 @@ func (t Topology) Validate() error {
 		}
 	}
 	return nil
+}
+
+// maxGuests is how many guests the topology can fill: one per instance, or
+// one per server of a role spread over guests.
+func (t Topology) maxGuests() int {
+	n := max(t.Instances, 1)
+	for _, r := range t.Roles {
+		if r.GuestPerServer {
+			n = max(n, max(t.Instances, 1)*max(r.Count, 1))
+		}
+	}
+	return n
 }
 
 func (t Topology) roleNames() []string {
@@ -337,6 +356,14 @@ type Machine struct {
 	CPUs []int
 	// VCPUs is the vCPU count of each guest on vm platforms (0: not a VM).
 	VCPUs int
+	// GuestMemory is the memory of each guest in bytes on vm platforms (0:
+	// not a VM), for workloads that must check that their data fits.
+	GuestMemory int64
+	// Pin is the platform variant's own pinning (its option pin: spread):
+	// when the topology does not pin, its servers (of the placement's
+	// PinRoles) are pinned as PinSpread pins them. PinNone leaves the
+	// topology's placement alone.
+	Pin string
 }
 
 // Plan validates the topology and expands it for machine m. It refuses what
@@ -346,6 +373,18 @@ type Machine struct {
 func (t Topology) Plan(m Machine) (*Plan, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
+	}
+	if m.Pin == PinSpread && t.Placement.Pin == PinNone {
+		// The platform's pinning is for the servers on the platform, not
+		// for those beside the driver.
+		t.Placement.Pin = PinSpread
+		if len(t.Placement.PinRoles) == 0 {
+			for _, r := range t.Roles {
+				if !r.OnHost {
+					t.Placement.PinRoles = append(t.Placement.PinRoles, r.Name)
+				}
+			}
+		}
 	}
 	p := &Plan{Topology: t, Layout: t.Layout, VMs: max(t.VMs, 1)}
 	if p.Layout == "" {
@@ -367,6 +406,10 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 			for _, name := range wave {
 				r, _ := t.Role(name)
 				for i := 0; i < max(r.Count, 1); i++ {
+					guest := inst % p.VMs
+					if r.GuestPerServer {
+						guest = (inst*max(r.Count, 1) + i) % p.VMs
+					}
 					group := "i" + strconv.Itoa(inst)
 					if r.OnHost {
 						group = "host"
@@ -383,7 +426,7 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 					idx = append(idx, len(p.Servers))
 					p.Servers = append(p.Servers, Server{
 						ID:    ServerID{Role: r.Name, Instance: inst, Index: i},
-						Group: group, Guest: inst % p.VMs, Ports: r.Ports,
+						Group: group, Guest: guest, Ports: r.Ports,
 						Entry: r.Entry || hostPeer[r.Name], OnHost: r.OnHost,
 					})
 				}

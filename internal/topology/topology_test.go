@@ -130,6 +130,17 @@ func TestPlanPlacement(t *testing.T) {
 			"i0-redis-0@i0-redis/2-3 i0-proxy-0@i0-proxy/2-3 i0-lb-0@i0-lb/0", ""},
 		{"a CPU the machine lacks",
 			withPlacement(scaleout(1, 1), Placement{Roles: map[string]string{"lb": "7"}}), four, "", "CPU 7"},
+		{"the platform pins what the topology leaves alone",
+			withPlacement(scaleout(2, 1), Placement{PinRoles: []string{"redis"}}), Machine{CPUs: []int{0, 1}, Pin: PinSpread},
+			"i0-redis-0@i0-redis-0/0 i0-redis-1@i0-redis-1/1 i0-proxy-0@i0-proxy/ i0-lb-0@i0-lb/", ""},
+		{"the platform's pin is refused where cores lack",
+			scaleout(2, 1), Machine{CPUs: []int{0, 1}, Pin: PinSpread}, "", "needs one core for each of 4 servers"},
+		{"the platform's pin leaves roles beside the driver alone",
+			onHost(scaleout(2, 1), "proxy", "lb"), Machine{CPUs: []int{0, 1}, Pin: PinSpread},
+			"i0-redis-0@i0-redis-0/0 i0-redis-1@i0-redis-1/1 i0-proxy-0@host/ i0-lb-0@host/", ""},
+		{"the topology's own pin wins over the platform's",
+			withPlacement(scaleout(1, 1), Placement{Roles: map[string]string{"redis": "1"}}), Machine{CPUs: []int{0, 1}, Pin: PinSpread},
+			"i0-redis-0@i0-redis/1 i0-proxy-0@i0-proxy/0 i0-lb-0@i0-lb/1", ""},
 		{"overcommit", Topology{VMs: 2, Instances: 2, Roles: []Role{{Name: "a", Spec: spec}}}, Machine{CPUs: []int{0, 1}, VCPUs: 4}, "", "overcommit of 4"},
 		{"overcommit stated", Topology{VMs: 2, Instances: 2, Overcommit: 4, Roles: []Role{{Name: "a", Spec: spec}}}, Machine{CPUs: []int{0, 1}, VCPUs: 4},
 			"i0-a-0@i0-a/ i1-a-0@i1-a/", ""},
@@ -171,6 +182,45 @@ func TestPlanGuests(t *testing.T) {
 }
 
 func withPlacement(t Topology, p Placement) Topology { t.Placement = p; return t }
+
+func onHost(t Topology, roles ...string) Topology {
+	for i := range t.Roles {
+		for _, r := range roles {
+			if t.Roles[i].Name == r {
+				t.Roles[i].OnHost = true
+			}
+		}
+	}
+	return t
+}
+
+// TestPlanGuestPerServer: one Redis per guest, the proxies in the first.
+func TestPlanGuestPerServer(t *testing.T) {
+	top := scaleout(4, 1)
+	top.Roles[0].GuestPerServer = true
+	top.VMs = 4
+	p, err := top.Plan(Machine{CPUs: []int{0, 1, 2, 3}, VCPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := p.Guests()
+	if len(g) != 4 {
+		t.Fatalf("%d guests, want 4", len(g))
+	}
+	for i, servers := range g {
+		want := 1
+		if i == 0 {
+			want = 3 // redis 0, the proxy and the lb
+		}
+		if len(servers) != want || servers[0].ID != (ServerID{Role: "redis", Index: i}) {
+			t.Errorf("guest %d holds %s, want redis %d first of %d", i, names(servers), i, want)
+		}
+	}
+	top.VMs = 5
+	if _, err := top.Plan(Machine{CPUs: []int{0, 1, 2, 3}, VCPUs: 1}); err == nil || !strings.Contains(err.Error(), "vms 5 exceeds") {
+		t.Errorf("5 guests for 4 spread servers: %v", err)
+	}
+}
 
 func TestFormatCPUs(t *testing.T) {
 	for in, want := range map[string]string{"0": "0", "0,1,2,5": "0-2,5", "3,1": "1,3", "": ""} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -95,6 +96,10 @@ type CPUAccount struct {
 	// Servers is the CPU time of the run's servers, Overhead that of the
 	// platform's helpers for them, Clients that of the load generator.
 	Servers, Overhead, Clients time.Duration
+	// PerServer is each server's own CPU time, in the order the servers
+	// were given to StartCPU (their sum is Servers): a topology's CPU per
+	// tier.
+	PerServer []time.Duration
 	// Sources says how each server's CPU was read, without repeats.
 	Sources []string
 }
@@ -206,30 +211,50 @@ func StartCPU(ctx context.Context, servers []platform.Server, clients ...platfor
 	return m, nil
 }
 
-// read reads every server, overhead and client counter.
+// read reads every server, overhead and client counter. The readings run
+// in parallel: a container's figure comes from the engine's stats API,
+// which takes about a second per call on a busy machine, and a topology has
+// many servers.
 func (m *CPUMeter) read(ctx context.Context) (srv, ovh, cli []time.Duration, err error) {
-	readAll := func(rs []platform.CPUReporter) ([]time.Duration, error) {
-		out := make([]time.Duration, len(rs))
-		for i, r := range rs {
-			d, err := r.CPUTime(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("reading CPU time: %w", err)
-			}
-			out[i] = d
-		}
-		return out, nil
-	}
-	if srv, err = readAll(m.servers); err != nil {
-		return nil, nil, nil, err
-	}
+	srv = make([]time.Duration, len(m.servers))
 	ovh = make([]time.Duration, len(m.overhead))
-	for i, o := range m.overhead {
-		if ovh[i], err = o.OverheadCPUTime(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("reading the platform's helper CPU time: %w", err)
-		}
+	cli = make([]time.Duration, len(m.clients))
+	var wg sync.WaitGroup
+	errs := make([]error, len(srv)+len(ovh)+len(cli))
+	for i, r := range m.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if srv[i], errs[i] = r.CPUTime(ctx); errs[i] != nil {
+				errs[i] = fmt.Errorf("reading CPU time: %w", errs[i])
+			}
+		}()
 	}
-	if cli, err = readAll(m.clients); err != nil {
-		return nil, nil, nil, err
+	for i, o := range m.overhead {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := len(srv) + i
+			if ovh[i], errs[k] = o.OverheadCPUTime(ctx); errs[k] != nil {
+				errs[k] = fmt.Errorf("reading the platform's helper CPU time: %w", errs[k])
+			}
+		}()
+	}
+	for i, r := range m.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := len(srv) + len(ovh) + i
+			if cli[i], errs[k] = r.CPUTime(ctx); errs[k] != nil {
+				errs[k] = fmt.Errorf("reading CPU time: %w", errs[k])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != nil {
+			return nil, nil, nil, e
+		}
 	}
 	return srv, ovh, cli, nil
 }
@@ -263,6 +288,9 @@ func (m *CPUMeter) Stop(ctx context.Context) (CPUAccount, error) {
 	}
 	a := CPUAccount{Machine: m.machine0.Delta(machine1), Clients: m.added, Sources: m.sources}
 	a.Servers = sumDelta(m.srv0, srv1)
+	for i := range m.srv0 {
+		a.PerServer = append(a.PerServer, max(0, srv1[i]-m.srv0[i]))
+	}
 	a.Overhead = sumDelta(m.ovh0, ovh1)
 	a.Clients += sumDelta(m.cli0, cli1)
 	return a, nil

@@ -136,6 +136,9 @@ func TestCPUMeter(t *testing.T) {
 	if acct.Servers != 400*time.Millisecond || acct.Overhead != 50*time.Millisecond {
 		t.Errorf("servers %v overhead %v, want one step of each server (400ms) and a's helper step (50ms)", acct.Servers, acct.Overhead)
 	}
+	if len(acct.PerServer) != 2 || acct.PerServer[0] != 300*time.Millisecond || acct.PerServer[1] != 100*time.Millisecond {
+		t.Errorf("per server %v, want [300ms 100ms] in the order given", acct.PerServer)
+	}
 	if want := 20*time.Millisecond + 5*time.Millisecond + run.CPU; acct.Clients != want {
 		t.Errorf("clients %v, want driver step + added + the client's %v = %v", acct.Clients, run.CPU, want)
 	}
@@ -158,6 +161,32 @@ func TestCPUMeter(t *testing.T) {
 	}
 	if _, err := m.Stop(ctx); err == nil {
 		t.Error("second Stop succeeded")
+	}
+}
+
+// slow is a server whose CPU time takes a while to read, as a container's
+// does through the engine's stats API.
+type slow struct{ plain }
+
+func (slow) CPUTime(ctx context.Context) (time.Duration, error) {
+	time.Sleep(200 * time.Millisecond)
+	return time.Second, nil
+}
+
+// TestCPUMeterReadsInParallel: five servers that take 200 ms each to read
+// are read at once, not one after the other.
+func TestCPUMeterReadsInParallel(t *testing.T) {
+	servers := []platform.Server{slow{}, slow{}, slow{}, slow{}, slow{}}
+	start := time.Now()
+	m, err := StartCPU(context.Background(), servers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Errorf("StartCPU took %v for five 200 ms readings: not in parallel", d)
+	}
+	if _, err := m.Stop(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -41,7 +41,7 @@ const agentTimeout = 30 * time.Second
 
 // Machine implements deploy.Backend.
 func (p *dockerPlatform) Machine() topology.Machine {
-	return topology.Machine{CPUs: deploy.HostCPUs()}
+	return topology.Machine{CPUs: deploy.HostCPUs(), Pin: p.opt.Pin}
 }
 
 // Open implements deploy.Backend. Under container-per-server a group of one

@@ -12,7 +12,9 @@ import (
 )
 
 // Machine implements deploy.Backend.
-func (p *Platform) Machine() topology.Machine { return topology.Machine{CPUs: deploy.HostCPUs()} }
+func (p *Platform) Machine() topology.Machine {
+	return topology.Machine{CPUs: deploy.HostCPUs(), Pin: p.opt.Pin}
+}
 
 // Open implements deploy.Backend: natively every server is a host process
 // on 127.0.0.1 with ports of its own, and peers reach each other there.

@@ -20,7 +20,7 @@ import (
 
 // Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs.
 func (p *Platform) Machine() topology.Machine {
-	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus}
+	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20}
 }
 
 // Open implements deploy.Backend. It boots the plan's guests (one by

@@ -101,8 +101,8 @@ func NewKind(kind, name string, env platform.Env, dir state.Dir, opt platform.Op
 	if err := opt.Validate(); err != nil {
 		return nil, fmt.Errorf("platform %s: %w", name, err)
 	}
-	if opt.CPUSet != "" || opt.CPUs > 0 || opt.Memory != "" {
-		return nil, fmt.Errorf("platform %s: cpuset, cpus and memory do not apply to a VM: use vcpus and vm_memory", name)
+	if opt.CPUSet != "" || opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
+		return nil, fmt.Errorf("platform %s: cpuset, cpus, memory and pin do not apply to a VM: use vcpus and vm_memory", name)
 	}
 	switch kind {
 	case platform.VM, KindDockerNAT, KindDockerHost:
