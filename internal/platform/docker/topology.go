@@ -452,8 +452,9 @@ func (s *supervised) Describe() string {
 		s.pid, s.g.cname, how, strings.Join(ports, ", "))
 }
 
-// CPUTime implements platform.CPUReporter: the server process's own CPU
-// time (with reaped children), as the container's kernel counts it.
+// CPUTime implements platform.CPUReporter: the CPU time of the server's
+// process tree (its living workers and what they have reaped), as the
+// container's kernel counts it.
 func (s *supervised) CPUTime(ctx context.Context) (time.Duration, error) {
 	return s.g.agent.CPUTime(ctx, s.pid)
 }
