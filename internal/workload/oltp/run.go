@@ -144,7 +144,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 // cache has none, and notes which it is.
 func (in *Instance) template(ctx context.Context, t workload.Trial, host *native.Platform, res *workload.Result) (dvdstore.Template, error) {
 	logDir := filepath.Join(filepath.Dir(t.RawDir), "logs")
-	tmpl, built, err := templateCache().Ensure(ctx, dvdstore.Builder{Platform: host, LogDir: logDir, Log: t.Log}, in.dataset)
+	cache := templateCache()
+	if in.cache != nil {
+		cache = *in.cache
+	}
+	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: host, LogDir: logDir, Log: t.Log}, in.dataset)
 	if err != nil {
 		return tmpl, fmt.Errorf("the DVD Store database %s: %w", in.dataset, err)
 	}

@@ -117,8 +117,8 @@ func (Workload) Params() []workload.Param {
 			Help: "percent of orders by a new customer, who registers instead of logging in (DVD Store: 20)"},
 		{Name: pRampUp, Type: workload.Duration, Default: "30s", Quick: "5s",
 			Help: "warm-up before the measured period (the study's trial length): the users start spread over it, and it is not counted"},
-		{Name: pDBMemory, Type: workload.String, Default: "1g",
-			Help: "memory each instance's PostgreSQL is tuned for (shared_buffers a quarter, effective_cache_size half; the trial notes state every setting)"},
+		{Name: pDBMemory, Type: workload.String, Default: "512m",
+			Help: "memory each instance's PostgreSQL is tuned for (shared_buffers a quarter but at least 128 MB, effective_cache_size half; the trial notes state every setting): plenty for the 10mb size, so that two instances and their Apache processes fit a default 2 GB guest; give the 1gb size 2g or more"},
 		{Name: pWebWorkers, Type: workload.Int, Default: strconv.Itoa(dvdstore.DefaultWorkers), Min: 1, HasMin: true,
 			Help: "Apache (prefork, mod_php) processes per instance, each with one persistent database connection; at least threads"},
 		{Name: pPinPlatforms, Type: workload.String, Default: "",
@@ -153,6 +153,9 @@ type Instance struct {
 	base      topology.Topology // instances, layout, guests, placement; roles per trial
 	driverCPU string
 	cpusets   string // instance_cpusets as given ("halves" resolved)
+	// cache, when set, replaces the template cache under the state
+	// directory (tests share one template per test binary).
+	cache *dvdstore.Cache
 }
 
 // New implements workload.Workload. It refuses what this machine cannot
