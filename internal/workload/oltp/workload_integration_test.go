@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
@@ -143,5 +147,61 @@ func TestRollbackMarksTrial(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "marked failed, not averaged") {
 		t.Errorf("the notes do not say the trial was marked: %q", res.Notes)
+	}
+}
+
+// TestTrialInGuests runs a DVD Store trial in QEMU guests: on vm each
+// server is a process of its guest, on vm-docker each instance a container
+// of the guest's engine; the data directory is copied into the guest. It
+// takes minutes under emulation (TCG), so it runs only when asked:
+// NEARNATIVE_OLTP_VM_TEST=1 (vm), =2 (vm and vm-docker).
+func TestTrialInGuests(t *testing.T) {
+	which := os.Getenv("NEARNATIVE_OLTP_VM_TEST")
+	if which == "" {
+		t.Skip("boots QEMU guests for minutes: set NEARNATIVE_OLTP_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
+	}
+	kinds := []string{platform.VM}
+	if which == "2" {
+		kinds = append(kinds, platform.VMDocker)
+	}
+	run := runid.New()
+	root := t.TempDir()
+	ps := testenv.Platforms(t, run, root, platform.Native)
+	eng, ref := testenv.WorkloadImage(t)
+	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			p, err := vm.NewKind(kind, kind, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if err := p.Check(ctx); err != nil {
+				t.Fatalf("%s unavailable: %v", kind, err)
+			}
+			in := integrationInstance(t, map[string]string{"vms": "2", "ramp_up": "5s"})
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
+				Duration: 10 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
+			for _, n := range append(res.Where, res.Notes...) {
+				t.Log(n)
+			}
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Values[MetricOPM] <= 0 || res.Values[MetricDBCPU] <= 0 {
+				t.Errorf("opm %v, database CPU %v%%", res.Values[MetricOPM], res.Values[MetricDBCPU])
+			}
+			guests := map[string]bool{}
+			for _, w := range res.Where {
+				for _, m := range regexp.MustCompile(`guest (\d+)`).FindAllStringSubmatch(w, -1) {
+					guests[m[1]] = true
+				}
+			}
+			if len(guests) != 2 {
+				t.Errorf("guests %v in the record, want 2 (vms: 2)", guests)
+			}
+		})
 	}
 }
