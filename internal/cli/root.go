@@ -24,6 +24,7 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/httpmax"
 	"github.com/nearnative/nearnative/internal/workload/icc"
 	"github.com/nearnative/nearnative/internal/workload/linpack"
+	"github.com/nearnative/nearnative/internal/workload/oltp"
 	"github.com/nearnative/nearnative/internal/workload/pgbench"
 	"github.com/nearnative/nearnative/internal/workload/redis"
 	"github.com/nearnative/nearnative/internal/workload/scaleout"
@@ -63,7 +64,8 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{}, scaleout.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{},
+		scaleout.Workload{}, oltp.Workload{})
 }
 
 type app struct {

@@ -222,16 +222,35 @@ func (d *Deployment) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Stop stops every server in reverse start order and closes the site. It
-// runs once; teardown works after the context was cancelled.
+// Stop stops the servers wave by wave in reverse start order (the servers
+// of one wave, which do not depend on each other, in parallel, so that N
+// instances do not take N times as long) and closes the site. It runs
+// once; teardown works after the context was cancelled.
 func (d *Deployment) Stop(ctx context.Context) error {
 	d.stopOnce.Do(func() {
 		ctx = context.WithoutCancel(ctx)
 		var errs []error
-		for i := len(d.servers) - 1; i >= 0; i-- {
-			if r := d.servers[i]; r != nil {
-				if err := r.Srv.Stop(ctx); err != nil {
-					errs = append(errs, fmt.Errorf("stopping %s: %w", r.ID.Name(), err))
+		for w := len(d.plan.Waves) - 1; w >= 0; w-- {
+			wave := d.plan.Waves[w]
+			werrs := make([]error, len(wave))
+			var wg sync.WaitGroup
+			for k := len(wave) - 1; k >= 0; k-- {
+				r := d.servers[wave[k]]
+				if r == nil {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := r.Srv.Stop(ctx); err != nil {
+						werrs[k] = fmt.Errorf("stopping %s: %w", r.ID.Name(), err)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, err := range werrs {
+				if err != nil {
+					errs = append(errs, err)
 				}
 			}
 		}

@@ -142,7 +142,9 @@ func (runnerUser) Run(ctx context.Context, rec Recorder, p *Pacer) error {
 			defer func() { done <- struct{}{} }()
 			for ctx.Err() == nil {
 				start := time.Now()
-				_ = rec.Do(ctx, "poll", func(ctx context.Context) error { return sleep(ctx, 2*time.Millisecond) })
+				if rec.Do(ctx, "poll", func(ctx context.Context) error { return sleep(ctx, 2*time.Millisecond) }) == nil {
+					rec.(Counter).Count("polled", 1)
+				}
 				if p.Wait(ctx, "poll", start, time.Now()) != nil {
 					return
 				}

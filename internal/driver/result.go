@@ -46,9 +46,11 @@ type Result struct {
 	Drivers     int    `json:"drivers"` // driver processes: 0 means in the calling process
 	Pacing      string `json:"pacing,omitempty"`
 
-	Ops   map[string]*OpResult `json:"ops"`
-	Cycle CycleStats           `json:"cycle"`
-	Open  OpenStats            `json:"open"`
+	Ops map[string]*OpResult `json:"ops"`
+	// Counters are the users' own steady-phase counts (Counter).
+	Counters map[string]int64 `json:"counters,omitempty"`
+	Cycle    CycleStats       `json:"cycle"`
+	Open     OpenStats        `json:"open"`
 	// Lag is how late the driver woke, behind its plan, for work it had slept
 	// until: its own scheduling delay, not the server's.
 	Lag    *Hist    `json:"lag"`
@@ -79,7 +81,7 @@ type Result struct {
 }
 
 func newResult() *Result {
-	return &Result{Ops: map[string]*OpResult{}, Lag: NewHist()}
+	return &Result{Ops: map[string]*OpResult{}, Counters: map[string]int64{}, Lag: NewHist()}
 }
 
 func (r *Result) op(name string) *OpResult {
@@ -112,6 +114,9 @@ func (r *Result) merge(o *Result) {
 				m.Examples[k] = v
 			}
 		}
+	}
+	for k, v := range o.Counters {
+		r.Counters[k] += v
 	}
 	r.Cycle.add(o.Cycle)
 	r.Open.add(o.Open)

@@ -207,6 +207,9 @@ func TestSelfPacedUsers(t *testing.T) {
 	if f := r.Ops["poll"].Failed(); f != 0 {
 		t.Errorf("%d polls failed (cut-off ones must be unfinished, not failed): %v", f, r.Ops["poll"].Examples)
 	}
+	// The users count each poll that succeeded when it ends: the counter
+	// and the operation count agree but for polls at the phase's edges.
+	within(t, "polled counter", float64(r.Counters["polled"]), float64(r.Ops["poll"].Count), 0.05)
 }
 
 func TestSetupFailures(t *testing.T) {
@@ -316,6 +319,25 @@ func TestChildDrivers(t *testing.T) {
 	if series == 0 {
 		t.Error("no merged series")
 	}
+}
+
+// TestCountersOverChildren checks that the users' counters come back from
+// child driver processes and are summed.
+func TestCountersOverChildren(t *testing.T) {
+	useTestChildren(t)
+	c := Config{
+		Behaviour: "test-runner", Mode: Closed, Users: 4, Drivers: 2,
+		Pacing: Pacing{Mode: Cycle, Delay: Distribution{Kind: Fixed, Mean: 10 * time.Millisecond}},
+		Phases: Phases{Steady: 500 * time.Millisecond},
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Ops["poll"].Count; n < 50 {
+		t.Fatalf("%d polls over 2 processes", n)
+	}
+	within(t, "polled counter over 2 processes", float64(r.Counters["polled"]), float64(r.Ops["poll"].Count), 0.05)
 }
 
 func TestChildFailure(t *testing.T) {

@@ -17,6 +17,15 @@ type Recorder interface {
 	Do(ctx context.Context, op string, fn func(context.Context) error) error
 }
 
+// Counter is implemented by the Recorder the driver gives closed-loop
+// users: Count adds n to a named counter of events that are not operations
+// of their own (a purchase rolled back, a retry), counted when they happen
+// in the steady phase and summed over users and driver processes into
+// Result.Counters. Users find it by type assertion.
+type Counter interface {
+	Count(name string, n int64)
+}
+
 // Operation is one thing a simulated user does: one or many requests.
 type Operation func(ctx context.Context) error
 

@@ -120,11 +120,12 @@ type opAcc struct {
 // shard is one lock's worth of the collector; users and workers are spread
 // over shards so that recording rarely waits.
 type shard struct {
-	mu    sync.Mutex
-	ops   map[string]*opAcc
-	cycle CycleStats
-	open  OpenStats
-	lag   *Hist
+	mu       sync.Mutex
+	ops      map[string]*opAcc
+	counters map[string]int64
+	cycle    CycleStats
+	open     OpenStats
+	lag      *Hist
 }
 
 // collector gathers what one driver process measures.
@@ -148,7 +149,7 @@ func newCollector(t0 time.Time, p Phases, open bool, lateAfter time.Duration, st
 		steadyStart: t0.Add(p.RampUp), steadyEnd: t0.Add(p.RampUp + p.Steady), end: t0.Add(p.Total()),
 		series: newSeriesRec(t0, p)}
 	for i := 0; i < maxShards; i++ {
-		c.shards = append(c.shards, &shard{ops: map[string]*opAcc{}, lag: NewHist()})
+		c.shards = append(c.shards, &shard{ops: map[string]*opAcc{}, counters: map[string]int64{}, lag: NewHist()})
 	}
 	return c
 }
@@ -241,6 +242,17 @@ func (c *collector) cycle(shardIdx int, started time.Time, target, achieved time
 	s.mu.Unlock()
 }
 
+// count adds n to the counter name when now is in the steady phase.
+func (c *collector) count(shardIdx int, name string, n int64) {
+	if !c.steady(time.Now()) {
+		return
+	}
+	s := c.shard(shardIdx)
+	s.mu.Lock()
+	s.counters[name] += n
+	s.mu.Unlock()
+}
+
 // result merges the shards into a Result.
 func (c *collector) result() *Result {
 	r := newResult()
@@ -265,6 +277,9 @@ func (c *collector) result() *Result {
 				}
 				o.Service.Merge(a.service)
 			}
+		}
+		for k, v := range s.counters {
+			r.Counters[k] += v
 		}
 		r.Cycle.add(s.cycle)
 		r.Open.add(s.open)
@@ -345,6 +360,9 @@ type userRecorder struct {
 	c     *collector
 	shard int
 }
+
+// Count implements Counter.
+func (r userRecorder) Count(name string, n int64) { r.c.count(r.shard, name, n) }
 
 // Do implements Recorder.
 func (r userRecorder) Do(ctx context.Context, op string, fn func(context.Context) error) error {

@@ -95,6 +95,9 @@ type view struct {
 	Warnings    []string
 	AllWarnings []string
 	Sections    []section
+	// Figures are a seed's composite figures (figure.go), above the
+	// per-metric charts.
+	Figures     []Figure
 	Diagnostics []diagSection
 	Placements  []placementView
 	Trials      []store.Trial
@@ -175,6 +178,7 @@ func build(in Input) view {
 		s := &v.Sections[len(v.Sections)-1]
 		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)})
 	}
+	v.Figures = figures(in.Result)
 	v.Diagnostics = diagnostics(in.Result.Diagnostics)
 	v.Placements = placements(in.Trials, in.Layouts)
 	v.Commands = commands(in.Trials)

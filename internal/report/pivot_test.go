@@ -26,3 +26,16 @@ func TestGroupOf(t *testing.T) {
 		}
 	}
 }
+
+// TestNum checks the number formats of the tables: a zero must show as 0,
+// not as an empty cell.
+func TestNum(t *testing.T) {
+	for _, tt := range []struct {
+		v    float64
+		want string
+	}{{0, "0"}, {0.5, "0.5"}, {0.01234, "0.01234"}, {2.5, "2.500"}, {123.45, "123.5"}, {12345.6, "12346"}, {-0.25, "-0.25"}} {
+		if got := num(tt.v); got != tt.want {
+			t.Errorf("num(%v) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}

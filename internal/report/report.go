@@ -246,6 +246,8 @@ func num(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "n/a"
+	case v == 0:
+		return "0"
 	case a >= 1e4:
 		return fmt.Sprintf("%.0f", v)
 	case a >= 100:

@@ -26,7 +26,7 @@
 //	  - workload: redis
 //	    name: redis-set
 //	    params: {op: set, clients: 1000}
-//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m, workloads: [redis-set]}
+//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m, workloads: [redis-set], platforms: [native]}
 //
 // Reading is done in two steps, k6 style: decoding turns the YAML into a Study
 // and rejects what only the file can get wrong (unknown keys, wrong types);
@@ -121,6 +121,10 @@ type Quick struct {
 	// Workloads, when set, names the workloads --quick keeps (in study
 	// order); a study with many workload points runs a few of them.
 	Workloads []string
+	// Platforms, when set, names the platforms --quick keeps (in study
+	// order), the baseline among them: a study whose full form has slow
+	// rows (VM guests) runs without them. --platforms wins over it.
+	Platforms []string
 }
 
 // Study is a study's settings: what to run, where, and how often.

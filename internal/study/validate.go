@@ -150,6 +150,14 @@ func (v *validator) quick() {
 			v.add(v.at("quick.workloads", "quick"), "quick.workloads: %q is not among the workloads", name)
 		}
 	}
+	for _, name := range q.Platforms {
+		if _, ok := v.s.Platform(name); !ok {
+			v.add(v.at("quick.platforms", "quick"), "quick.platforms: %q is not among the platforms", name)
+		}
+	}
+	if len(q.Platforms) > 0 && !slices.Contains(q.Platforms, v.s.Baseline) {
+		v.add(v.at("quick.platforms", "quick"), "quick.platforms: the baseline %s must be among them", v.s.Baseline)
+	}
 }
 
 func (v *validator) platforms() {
@@ -369,6 +377,12 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	if o.Quick {
 		c.applyQuick()
 	}
+	if len(o.Platforms) > 0 {
+		// --platforms wins over quick.platforms, which then names
+		// platforms the run may not have.
+		c.Platforms = slices.Clone(s.Platforms)
+		c.Quick.Platforms = nil
+	}
 	if o.Rounds > 0 {
 		c.Rounds = o.Rounds
 	}
@@ -444,6 +458,15 @@ func (s *Study) applyQuick() {
 			}
 		}
 		s.Workloads = ws
+	}
+	if len(q.Platforms) > 0 {
+		var ps []Platform
+		for _, p := range s.Platforms {
+			if slices.Contains(q.Platforms, p.Name) {
+				ps = append(ps, p)
+			}
+		}
+		s.Platforms = ps
 	}
 }
 

@@ -114,6 +114,17 @@ func TestProcCPUAndZombies(t *testing.T) {
 	if err != nil || d != 2150*time.Millisecond {
 		t.Errorf("ProcCPU = %v, %v; want 2.15s", d, err)
 	}
+	// Living workers (a prefork server's children, and a grandchild) count
+	// with the tree; a process outside it does not.
+	write("10", "10 (worker) S 7 7 7 0 -1 0 0 0 0 0 100 20 3 2 20 0 1 0 100 0 0")
+	write("11", "11 (helper) S 10 7 7 0 -1 0 0 0 0 0 40 10 0 0 20 0 1 0 100 0 0")
+	write("12", "12 (other) S 1 12 12 0 -1 0 0 0 0 0 500 500 0 0 20 0 1 0 100 0 0")
+	if d, err := ProcCPU(root, 7); err != nil || d != 2150*time.Millisecond+1250*time.Millisecond+500*time.Millisecond {
+		t.Errorf("ProcCPU with living descendants = %v, %v; want 3.9s", d, err)
+	}
+	if d, err := ProcCPU(root, 10); err != nil || d != 1750*time.Millisecond {
+		t.Errorf("ProcCPU of the worker = %v, %v; want 1.75s", d, err)
+	}
 	if z := orphanZombies(root); len(z) != 1 || z[0] != 8 {
 		t.Errorf("orphanZombies = %v; want [8]", z)
 	}

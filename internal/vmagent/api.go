@@ -191,7 +191,8 @@ func (c *Client) Run(ctx context.Context, p Proc) (JobResult, error) {
 	return r, err
 }
 
-// CPUTime returns user+system CPU time of pid (with reaped children).
+// CPUTime returns the user+system CPU time of pid and its living
+// descendants, with the children each has reaped (see ProcCPU).
 func (c *Client) CPUTime(ctx context.Context, pid int) (time.Duration, error) {
 	var r CPU
 	err := c.call(ctx, "/cpu?pid="+strconv.Itoa(pid), nil, &r)

@@ -349,11 +349,44 @@ func (a *agent) cpu(r *http.Request) (any, error) {
 	return CPU{Time: d}, err
 }
 
-// ProcCPU reads utime+stime+cutime+cstime of pid under procRoot.
+// ProcCPU is the CPU time of pid and of every living descendant under
+// procRoot: each process's utime+stime+cutime+cstime. A server that forks
+// long-lived workers (PostgreSQL's backends, Apache's prefork children)
+// spends most of its time in them, and a child's time reaches its parent's
+// cutime only once it has been reaped; summing the tree counts the living
+// ones too, and each reaped one once (in its reaper). Processes that leave
+// the tree (a daemon's double fork) are not counted.
 func ProcCPU(procRoot string, pid int) (time.Duration, error) {
 	st, err := sysinfo.ReadProcStatAt(procRoot, pid)
 	if err != nil {
 		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
 	}
-	return st.CPUWithChildren(), nil
+	total := st.CPUWithChildren()
+	children := map[int][]sysinfo.ProcStat{}
+	paths, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*", "stat"))
+	for _, p := range paths {
+		n, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || n == pid {
+			continue
+		}
+		s, err := sysinfo.ReadProcStatAt(procRoot, n)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		children[s.PPID] = append(children[s.PPID], s)
+	}
+	seen := map[int]bool{pid: true}
+	queue := []int{pid}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		for _, c := range children[parent] {
+			if !seen[c.PID] {
+				seen[c.PID] = true
+				total += c.CPUWithChildren()
+				queue = append(queue, c.PID)
+			}
+		}
+	}
+	return total, nil
 }

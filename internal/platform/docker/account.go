@@ -46,7 +46,7 @@ func proxyCPU(procRoot, containerIP string) time.Duration {
 }
 
 // supervisedCPU is what the CPU time of a server under a supervisor counts.
-const supervisedCPU = "the server's process and its reaped children, read from /proc inside the container it shares with other servers"
+const supervisedCPU = "the server's process tree (its living workers and what they have reaped), read from /proc inside the container it shares with other servers"
 
 // CPUSource implements platform.CPUDescriber.
 func (s *supervised) CPUSource() string { return supervisedCPU }

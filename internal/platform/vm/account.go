@@ -63,7 +63,7 @@ func (p *Platform) Size() (vcpus int, memMiB int64) { return p.vcpus, p.memMiB }
 // counts. Several servers share a guest, so the qemu process cannot be
 // charged to each: the guest's kernel's per-process figure is used, and the
 // guest kernel's and QEMU's own work is left outside it.
-const guestProcCPU = "the server's process as the guest's kernel counts it (its guest's kernel and QEMU's own work are not in it)"
+const guestProcCPU = "the server's process tree as the guest's kernel counts it (its guest's kernel and QEMU's own work are not in it)"
 
 // CPUSource implements platform.CPUDescriber.
 func (s *guestProc) CPUSource() string { return guestProcCPU }

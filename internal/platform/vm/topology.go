@@ -524,8 +524,9 @@ func (s *guestProc) Describe() string {
 	return s.where + "; ports " + strings.Join(ports, ", ")
 }
 
-// CPUTime implements platform.CPUReporter: the server's process (a
-// container's main process) as the guest's kernel counts it.
+// CPUTime implements platform.CPUReporter: the server's process tree (a
+// container's main process and its descendants) as the guest's kernel
+// counts it.
 func (s *guestProc) CPUTime(ctx context.Context) (time.Duration, error) {
 	return s.agent.CPUTime(ctx, s.pid)
 }

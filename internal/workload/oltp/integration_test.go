@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +13,26 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
+	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-func TestMain(m *testing.M) { dvdstoretest.Main(m) }
+// TestMain also makes the test binary a child driver process (childEnv)
+// and the supervisor of container-per-instance containers (it is
+// bind-mounted into them).
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		if err := driver.ChildMain(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if code, ok := vmagent.Entry(); ok {
+		os.Exit(code)
+	}
+	dvdstoretest.Main(m)
+}
 
 // shops makes a user's Shop in each mode against the stack.
 func shops(t *testing.T, s *dvdstoretest.Stack) map[string]func() Shop {

@@ -187,7 +187,32 @@ var (
 	ErrDeadlock = errors.New("deadlock")
 	// ErrTaken: a new customer's user name is taken; pick another.
 	ErrTaken = errors.New("user name taken")
+	// ErrRetriesExhausted: a purchase still deadlocked after
+	// OrderParams.DeadlockRetries retries; the order fails, and a trial
+	// with such a failure is marked (issue 15).
+	ErrRetriesExhausted = errors.New("deadlock retries exhausted")
 )
+
+// CauseRetriesExhausted is the load driver's failure cause of a purchase
+// whose deadlock retries ran out, so that the trial can tell it from other
+// failures whatever process drove the user.
+const CauseRetriesExhausted = "deadlock retries exhausted"
+
+// exhausted is a purchase whose deadlock retries ran out: errors.Is finds
+// both ErrRetriesExhausted and the last deadlock, and the driver counts it
+// under CauseRetriesExhausted.
+type exhausted struct {
+	retries int
+	last    error
+}
+
+func (e *exhausted) Error() string {
+	return fmt.Sprintf("purchase: %v (%d): %v", ErrRetriesExhausted, e.retries, e.last)
+}
+func (e *exhausted) Unwrap() []error { return []error{ErrRetriesExhausted, e.last} }
+
+// Cause names the failure for the load driver's failure counts.
+func (e *exhausted) Cause() string { return CauseRetriesExhausted }
 
 // Browse is one search.
 type Browse struct {
@@ -468,7 +493,7 @@ func (u *User) Purchase(ctx context.Context) error {
 			case <-time.After(wait):
 			}
 		case errors.Is(err, ErrDeadlock):
-			return fmt.Errorf("purchase: deadlock retries exhausted (%d): %w", u.p.DeadlockRetries, err)
+			return &exhausted{retries: u.p.DeadlockRetries, last: err}
 		default:
 			return err
 		}

@@ -250,6 +250,12 @@ func TestOrderOutcomes(t *testing.T) {
 			if c.Rollbacks != tt.rollbacks || c.DeadlockRetries != tt.retries || c.Orders != tt.orders {
 				t.Errorf("tally %+v, want %d rollbacks, %d retries, %d orders", c, tt.rollbacks, tt.retries, tt.orders)
 			}
+			if strings.Contains(tt.wantErr, "exhausted") {
+				var c interface{ Cause() string }
+				if !errors.Is(err, ErrRetriesExhausted) || !errors.Is(err, ErrDeadlock) || !errors.As(err, &c) || c.Cause() != CauseRetriesExhausted {
+					t.Errorf("exhausted retries: %v is not ErrRetriesExhausted and ErrDeadlock with cause %q", err, CauseRetriesExhausted)
+				}
+			}
 			if tt.wantErr != "" {
 				failed := 0
 				for _, n := range rec.failures {

@@ -1,0 +1,303 @@
+package htmlreport
+
+// Figures are a seed's own composite figures, drawn above the per-metric
+// charts when a run has the metrics they need. The DVD Store seed's figure
+// is the aggregate orders per minute of each platform normalised to native;
+// nearnative's version adds, in the same chart, the other OLTP workloads
+// of the run (the direct mode, and pgbench's transactions per second, so
+// that a reader sees whether the shop's differences track a plain database
+// benchmark's), each platform's rollback rate under its name, and a second
+// chart with the response time of each transaction type. Both are grouped
+// bar charts of ratios to the baseline with their 95% intervals, laid out
+// here in plain Go (as chart.go does for the per-metric charts) and written
+// as inline SVG by templates/figure.html.tmpl.
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/stats"
+)
+
+// Figure is one composite figure: a title, what it shows, its charts.
+type Figure struct {
+	ID, Title, Text string
+	Charts          []GroupChart
+}
+
+// GroupChart is a grouped bar chart of ratios to the baseline: one group of
+// bars per label on the x axis, one bar per series in each group.
+type GroupChart struct {
+	ID, Title, Subtitle string
+	Width, Height       float64
+	Left, Top           float64
+	PlotW, PlotH        float64
+	// PlotRight and PlotBottom are the plot area's right and bottom
+	// edges; RefLabelX is where the 1.0 label goes.
+	PlotRight, PlotBottom, RefLabelX float64
+	Ticks                            []Tick
+	RefY                             float64
+	Groups                           []Group
+	Legend                           []LegendItem
+	Caption                          string
+}
+
+// Group is one x-axis label's bars, with an optional second line under
+// its label (a platform's rollback rate).
+type Group struct {
+	Label          string
+	LabelX, LabelY float64
+	Sub            string
+	SubY           float64
+	Bars           []GroupBar
+}
+
+// GroupBar is one series' bar in a group.
+type GroupBar struct {
+	Fill       string
+	NoBar      bool
+	X, Y, W, H float64
+	CenterX    float64
+	Value      string
+	ValueY     float64
+	HasCI      bool
+	CILo, CIHi float64
+	Clipped    bool
+	CapL, CapR float64
+	Tooltip    string
+}
+
+// LegendItem is one series' swatch.
+type LegendItem struct {
+	Label              string
+	Fill               string
+	X, Y, TextX, TextY float64
+}
+
+// palette colours the series of a grouped chart.
+var palette = []string{"#6f8fbf", "#d9a441", "#59a869", "#b07cc6", "#d06a5e", "#4fb0b0", "#8c8c8c", "#c9849f"}
+
+// Metric names of the DVD Store (oltp) and pgbench workloads the figure
+// reads; a run without an opm table has no DVD Store figure.
+const (
+	oltpMetric     = "opm"
+	pgbenchMetric  = "tps"
+	rollbackMetric = "rollback_pct"
+)
+
+// oltpTransactions are the response-time metrics of the second chart, in
+// the order DVD Store's order runs them.
+var oltpTransactions = []struct{ metric, label string }{
+	{"order_ms", "whole order"}, {"login_ms", "login"}, {"newcust_ms", "new customer"}, {"browse_ms", "browse"}, {"purchase_ms", "purchase"},
+}
+
+// figures returns the composite figures of a run.
+func figures(res analysis.Result) []Figure {
+	if f, ok := dvdStoreFigure(res); ok {
+		return []Figure{f}
+	}
+	return nil
+}
+
+// series is one bar series: a table's cells by platform.
+type series struct {
+	label string
+	cells map[string]analysis.Cell
+	unit  string
+}
+
+func cellsOf(t analysis.Table) map[string]analysis.Cell {
+	m := map[string]analysis.Cell{}
+	for _, c := range t.Cells {
+		m[c.Platform] = c
+	}
+	return m
+}
+
+// dvdStoreFigure is the DVD Store seed's figure and the response times.
+func dvdStoreFigure(res analysis.Result) (Figure, bool) {
+	var opm []analysis.Table
+	var platforms []string
+	seen := map[string]bool{}
+	for _, t := range res.Tables {
+		if t.Metric == oltpMetric {
+			opm = append(opm, t)
+			for _, c := range t.Cells {
+				if !seen[c.Platform] {
+					seen[c.Platform] = true
+					platforms = append(platforms, c.Platform)
+				}
+			}
+		}
+	}
+	if len(opm) == 0 {
+		return Figure{}, false
+	}
+	var ss []series
+	for _, t := range opm {
+		ss = append(ss, series{label: t.Workload + " orders/min", cells: cellsOf(t), unit: t.Unit})
+	}
+	for _, t := range res.Tables {
+		if t.Metric == pgbenchMetric {
+			ss = append(ss, series{label: t.Workload + " transactions/s", cells: cellsOf(t), unit: t.Unit})
+		}
+	}
+	rollback := map[string]string{}
+	for _, t := range res.Diagnostics {
+		if t.Metric == rollbackMetric && t.Workload == opm[0].Workload {
+			for _, c := range t.Cells {
+				rollback[c.Platform] = fmt.Sprintf("rollback %.1f%%", c.Summary.Mean)
+			}
+		}
+	}
+	f := Figure{ID: "figure-dvdstore", Title: "DVD Store: the seed's figure",
+		Text: fmt.Sprintf("As the seed's Figure 2: aggregate orders per minute of every instance on each platform, normalised to %s (higher is better), with each platform's rollback rate under its name; beside it, the run's other OLTP workloads normalised the same way, so that the shop's differences can be read against a plain database benchmark's. Then the mean response time of each transaction type, normalised to %s (lower is better). Whiskers: 95%% confidence intervals; a bar without one has too few pairs for a verdict.", res.Baseline, res.Baseline)}
+	groups := make([]groupSpec, len(platforms))
+	for i, p := range platforms {
+		groups[i] = groupSpec{label: p, sub: rollback[p]}
+		for _, s := range ss {
+			groups[i].cells = append(groups[i].cells, cellOrMissing(s.cells, p))
+		}
+	}
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.label)
+	}
+	f.Charts = append(f.Charts, groupLayout("figure-dvdstore-opm", "Throughput normalised to "+res.Baseline,
+		"ratio to "+res.Baseline+", higher is better ↑", names, groups, res.Baseline))
+
+	for _, w := range opm {
+		var groups []groupSpec
+		byMetric := map[string]analysis.Table{}
+		for _, t := range res.Tables {
+			if t.Workload == w.Workload {
+				byMetric[t.Metric] = t
+			}
+		}
+		for _, tr := range oltpTransactions {
+			t, ok := byMetric[tr.metric]
+			if !ok {
+				continue
+			}
+			g := groupSpec{label: tr.label}
+			cells := cellsOf(t)
+			for _, p := range platforms {
+				g.cells = append(g.cells, cellOrMissing(cells, p))
+			}
+			groups = append(groups, g)
+		}
+		if len(groups) > 0 {
+			f.Charts = append(f.Charts, groupLayout("figure-dvdstore-rt-"+w.Workload, w.Workload+": mean response time per transaction type, normalised to "+res.Baseline,
+				"ratio to "+res.Baseline+", lower is better ↓ (hover a bar for the milliseconds)", platforms, groups, res.Baseline))
+		}
+	}
+	return f, true
+}
+
+// cellOrMissing is platform's cell, or a cell without a value.
+func cellOrMissing(m map[string]analysis.Cell, platform string) analysis.Cell {
+	if c, ok := m[platform]; ok {
+		return c
+	}
+	return analysis.Cell{Platform: platform, Ratio: stats.Ratio{Ratio: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}}
+}
+
+// groupSpec is one group's label and its cells, one per series.
+type groupSpec struct {
+	label, sub string
+	cells      []analysis.Cell
+}
+
+// Grouped chart dimensions.
+const (
+	gBarW    = 22.0
+	gGap     = 26.0 // between groups
+	gLegendH = 18.0
+	gBottom  = 52.0 // group label and its second line
+)
+
+// groupLayout lays out a grouped chart: series are named by names, in the
+// order of every group's cells.
+func groupLayout(id, title, subtitle string, names []string, groups []groupSpec, baseline string) GroupChart {
+	c := GroupChart{ID: id, Title: title, Subtitle: subtitle}
+	rows := (len(names) + 2) / 3
+	c.Left, c.Top = chartLeft, chartTop+gLegendH*float64(rows)
+	c.PlotH = chartPlotH
+	groupW := gBarW*float64(len(names)) + gGap
+	c.PlotW = math.Max(minPlotW, groupW*float64(len(groups)))
+	c.Width = c.Left + c.PlotW + chartRight
+	c.Height = c.Top + c.PlotH + gBottom
+	c.PlotRight, c.PlotBottom = round1(c.Left+c.PlotW), round1(c.Top+c.PlotH)
+	c.RefLabelX = round1(c.PlotRight + 4)
+	top := 1.0
+	for _, g := range groups {
+		for _, cell := range g.cells {
+			top = maxFinite(top, cell.Ratio.Ratio)
+		}
+	}
+	limit := top * 2
+	for _, g := range groups {
+		for _, cell := range g.cells {
+			if !cell.IsBaseline && cell.Ratio.Hi <= limit {
+				top = maxFinite(top, cell.Ratio.Hi)
+			}
+		}
+	}
+	step := niceStep(top * 1.1 / 5)
+	axisMax := math.Ceil(top*1.1/step) * step
+	y := func(v float64) float64 { return c.Top + c.PlotH*(1-v/axisMax) }
+	for v := 0.0; v <= axisMax+step/2; v += step {
+		c.Ticks = append(c.Ticks, Tick{Y: round1(y(v)), Label: trimFloat(v, step)})
+	}
+	c.RefY = round1(y(1))
+	for i, n := range names {
+		col, row := i%3, i/3
+		x := c.Left + float64(col)*190
+		ly := chartTop - 6 + gLegendH*float64(row)
+		c.Legend = append(c.Legend, LegendItem{Label: n, Fill: palette[i%len(palette)], X: round1(x), Y: round1(ly - 10), TextX: round1(x + 16), TextY: round1(ly)})
+	}
+	slot := c.PlotW / float64(len(groups))
+	var said []string
+	for gi, g := range groups {
+		cx := c.Left + slot*(float64(gi)+0.5)
+		grp := Group{Label: g.label, LabelX: round1(cx), LabelY: round1(c.Top + c.PlotH + 18), Sub: g.sub, SubY: round1(c.Top + c.PlotH + 34)}
+		x0 := cx - gBarW*float64(len(g.cells))/2
+		for si, cell := range g.cells {
+			bx := x0 + gBarW*float64(si)
+			b := GroupBar{Fill: palette[si%len(palette)], CenterX: round1(bx + gBarW/2)}
+			name := names[si]
+			r := cell.Ratio.Ratio
+			if !isFinite(r) {
+				b.NoBar, b.Value, b.ValueY = true, "–", round1(c.Top+c.PlotH-4)
+				b.Tooltip = fmt.Sprintf("%s, %s: no value", g.label, name)
+			} else {
+				b.X, b.W = round1(bx+1), gBarW-2
+				b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
+				b.Value = fmt.Sprintf("%.2f", r)
+				b.Tooltip = fmt.Sprintf("%s, %s: %s %s, %.3f × %s", g.label, name, num(cell.Summary.Mean), cell.Unit, r, baseline)
+				valueTop := r
+				if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
+					b.HasCI = true
+					hi := cell.Ratio.Hi
+					if hi > axisMax {
+						hi, b.Clipped = axisMax, true
+					}
+					b.CILo, b.CIHi = round1(y(cell.Ratio.Lo)), round1(y(hi))
+					b.CapL, b.CapR = round1(bx+gBarW/2-5), round1(bx+gBarW/2+5)
+					b.Tooltip += fmt.Sprintf(", 95%% CI %.3f..%.3f (%s)", cell.Ratio.Lo, cell.Ratio.Hi, cell.Verdict)
+					valueTop = math.Max(valueTop, hi)
+				} else if cell.NoVerdict != "" {
+					b.Tooltip += " (" + cell.NoVerdict + ")"
+				}
+				b.ValueY = round1(math.Max(c.Top-2, y(valueTop)-4))
+				said = append(said, fmt.Sprintf("%s %s %.2f", g.label, name, r))
+			}
+			grp.Bars = append(grp.Bars, b)
+		}
+		c.Groups = append(c.Groups, grp)
+	}
+	c.Caption = title + ": " + strings.Join(said, ", ")
+	return c
+}
