@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/http/fcgi"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -309,11 +309,12 @@ func TestSpecsGolden(t *testing.T) {
 	for name, spec := range map[string]platform.Spec{"mariadb": db, "mariadb-load": load, "php-fpm": fpm, "nginx": web} {
 		t.Run(name, func(t *testing.T) {
 			argv := spec.Command(l)
-			// sh -c SCRIPT sh CONTENT FILE ARGV...
-			if len(argv) < 7 || argv[0] != "sh" {
-				t.Fatalf("argv %q", argv)
+			files := spec.Render(l)
+			if len(files) != 1 {
+				t.Fatalf("%d rendered files, want the configuration alone: %+v", len(files), files)
 			}
-			got := fmt.Sprintf("# %s\n# exec %s\n%s", argv[5], strings.Join(argv[6:], " "), argv[4])
+			f := files[0]
+			got := fmt.Sprintf("# %s\n# exec %s\n%s", path.Join(l.Dir, f.Path), strings.Join(argv, " "), f.Content)
 			golden := filepath.Join("testdata", name+".golden")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -329,8 +330,8 @@ func TestSpecsGolden(t *testing.T) {
 			}
 		})
 	}
-	if db.User != "mysql" || fpm.User != "" || web.User != "" {
-		t.Errorf("users: MariaDB %q (want mysql), PHP-FPM %q and nginx %q (want the platform's, root)", db.User, fpm.User, web.User)
+	if db.User != "mysql" || fpm.User != "www-data" || web.User != "" {
+		t.Errorf("users: MariaDB %q (want mysql), PHP-FPM %q (want www-data), nginx %q (want the platform's, root)", db.User, fpm.User, web.User)
 	}
 	if len(load.Files) != 1 || !strings.Contains(string(load.Files[0].Content), "GRANT ALL PRIVILEGES ON olio.* TO 'olio'@'%'") {
 		t.Errorf("the loader's init.sql: %+v", load.Files)
@@ -411,18 +412,5 @@ func TestShutdownBadPidFile(t *testing.T) {
 	os.WriteFile(p, []byte("garbage"), 0o644)
 	if err := shutdown(context.Background(), p, time.Second); err == nil || !strings.Contains(err.Error(), "not a process id") {
 		t.Errorf("got %v", err)
-	}
-}
-
-func TestWriteThen(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "c.conf")
-	argv := writeThen(file, "a 'quoted' $HOME `x` %s\n", []string{"cat", file})
-	out, err := exec.Command(argv[0], argv[1:]...).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(out) != "a 'quoted' $HOME `x` %s\n" {
-		t.Errorf("wrote and ran %q", out)
 	}
 }
