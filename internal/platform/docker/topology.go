@@ -187,11 +187,21 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 		hc.NetworkMode = container.NetworkMode(s.p.net.name)
 	}
 	var sets []string
+	mounted := map[string]string{} // target -> source
 	for _, m := range g.members {
 		if c := s.cpuset(m.Server); c != "" {
 			sets = append(sets, c)
 		}
 		for _, v := range m.Spec.Volumes {
+			// Servers of one container may share a volume (nginx and
+			// PHP-FPM see one site at one path): it is mounted once.
+			if src, ok := mounted[v.Path]; ok {
+				if src != v.HostPath {
+					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
+				}
+				continue
+			}
+			mounted[v.Path] = v.HostPath
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
 		}
 		on, err := s.publishOn(m.Server.Entry)
