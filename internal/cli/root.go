@@ -29,6 +29,7 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/stream"
 	"github.com/nearnative/nearnative/internal/workload/tcprr"
 	"github.com/nearnative/nearnative/internal/workload/tcpstream"
+	"github.com/nearnative/nearnative/internal/workload/web20"
 )
 
 // Exit codes.
@@ -62,7 +63,7 @@ func withCode(code int, err error) error {
 
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
-	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{})
+	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{}, web20.Workload{})
 }
 
 type app struct {
