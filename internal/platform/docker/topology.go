@@ -202,7 +202,7 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 				continue
 			}
 			mounted[v.Path] = v.HostPath
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
 		}
 		on, err := s.publishOn(m.Server.Entry)
 		if err != nil {

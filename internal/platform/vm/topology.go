@@ -235,7 +235,7 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
 				return err
 			}
-			args = append(args, "-v", gp+":"+v.Path)
+			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
 		}
 		if s.p.kind != KindDockerHost {
 			for _, pn := range m.Server.Ports {
@@ -259,6 +259,14 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 		return fmt.Errorf("the supervisor in container %s of guest %d did not answer: %w; its log: %s%s", g.cname, vg.index, err, logs.Stdout, logs.Stderr)
 	}
 	return nil
+}
+
+// roSuffix is the -v option's suffix of a read-only volume.
+func roSuffix(v platform.Volume) string {
+	if v.ReadOnly {
+		return ":ro"
+	}
+	return ""
 }
 
 func volumePath(server string, i int) string {
@@ -363,7 +371,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 		if err := vg.g.agent.Put(ctx, v.HostPath, gp); err != nil {
 			return nil, fmt.Errorf("copying volume %s of %s into guest %d: %w", v.HostPath, spec.Name, vg.index, err)
 		}
-		args = append(args, "-v", gp+":"+v.Path)
+		args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
 	}
 	if len(own) > 0 && spec.User != "" {
 		// The guest's disk is the image's, so its users are the container's.
