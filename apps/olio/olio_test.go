@@ -302,7 +302,7 @@ func TestSpecsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := NginxSpec(NginxSettings{SiteDir: "/srv/olio", FPMAddr: "127.0.0.1:9000"})
+	web, err := NginxSpec(NginxSettings{SiteDir: "/srv/olio", FPMAddr: "127.0.0.1:9000", FileStore: "/cache/olio/u25/files"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,10 +354,11 @@ func TestSettingsValidate(t *testing.T) {
 		{"fpm port", FPMSettings{SiteDir: "/s", DBAddr: "db:0"}.Validate(), "1 to 65535"},
 		{"fpm children", FPMSettings{SiteDir: "/s", DBAddr: "db:1", Children: -1}.Validate(), "children"},
 		{"fpm site", FPMSettings{DBAddr: "db:1"}.Validate(), "absolute"},
-		{"nginx ok", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000"}.Validate(), ""},
+		{"nginx ok", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000", FileStore: "/f"}.Validate(), ""},
+		{"nginx store", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000"}.Validate(), "file store"},
 		{"nginx addr", NginxSettings{SiteDir: "/s", FPMAddr: ""}.Validate(), "not host:port"},
-		{"nginx workers", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", Workers: 1000}.Validate(), "workers"},
-		{"nginx connections", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", Connections: 1}.Validate(), "connections"},
+		{"nginx workers", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", FileStore: "/f", Workers: 1000}.Validate(), "workers"},
+		{"nginx connections", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", FileStore: "/f", Connections: 1}.Validate(), "connections"},
 	} {
 		if (c.err == nil) != (c.want == "") || (c.err != nil && !strings.Contains(c.err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.name, c.err, c.want)

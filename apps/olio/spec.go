@@ -237,6 +237,10 @@ type NginxSettings struct {
 	SiteDir string
 	// FPMAddr is PHP-FPM's host:port as this server sees it.
 	FPMAddr string
+	// FileStore is the template's file store as this server sees it
+	// (Template.FilesDir, mounted read-only): /files/NAME is the site's
+	// own files/NAME (this trial's uploads) or else FileStore/NAME.
+	FileStore string
 	// Workers is worker_processes, Connections worker_connections
 	// (DefaultWorkers, DefaultConnections when 0).
 	Workers, Connections int
@@ -274,6 +278,9 @@ func (s NginxSettings) Validate() error {
 	if _, _, err := splitAddr(s.FPMAddr); err != nil {
 		return fmt.Errorf("olio nginx: PHP-FPM address: %w", err)
 	}
+	if !path.IsAbs(s.FileStore) {
+		return fmt.Errorf("olio nginx: file store %q must be an absolute path (the template's)", s.FileStore)
+	}
 	if s.Workers < 1 || s.Workers > 256 {
 		return fmt.Errorf("olio nginx: %d workers: want 1 to 256", s.Workers)
 	}
@@ -296,6 +303,7 @@ func NginxSpec(s NginxSettings) (platform.Spec, error) {
 		return []platform.File{{Path: "nginx.conf", Content: mustRender("conf/nginx.conf.tmpl", map[string]any{
 			"Dir": l.Dir, "Host": l.Host, "Port": l.Port(PortHTTP), "User": s.User, "Group": s.Group,
 			"Workers": s.Workers, "Connections": s.Connections, "SiteDir": s.SiteDir, "FPMAddr": s.FPMAddr,
+			"FileStore": s.FileStore,
 		})}}
 	}
 	spec.Command = func(l platform.Listen) []string {

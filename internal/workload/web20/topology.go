@@ -42,6 +42,9 @@ const (
 // the configuration can name it.
 type instanceData struct {
 	DB, Site string
+	// Store is the template's file store, which every instance's nginx
+	// serves read-only (uploads go to the site's own files/).
+	Store string
 }
 
 // copyData copies the template for every instance into directories
@@ -68,6 +71,7 @@ func copyData(t workload.Trial, tmpl *olio.Template, instances int) (_ []instanc
 	}
 	out := make([]instanceData, instances)
 	for i := range out {
+		out[i].Store = tmpl.FilesDir()
 		for _, what := range []string{"db", "site"} {
 			d, err := state.TempDir(t.Run, fmt.Sprintf("web20-%s-i%d-%s", t.Name, i, what))
 			if err != nil {
@@ -122,8 +126,7 @@ func (in *Instance) topology(data []instanceData) topology.Topology {
 			// The site is not marked Own: CopySite gave its writable
 			// directories to the host's www-data, uid 33 in every Debian
 			// (the image and the guests too), and every platform keeps the
-			// owners (a bind mount; a guest's copy, as tar does), so no
-			// trial walks its whole file store to give it away again.
+			// owners (a bind mount; a guest's copy, as tar does).
 			Name: RoleFPM, Ports: []string{olio.PortFCGI}, After: []string{RoleDB}, Group: GroupWeb, ReadyTimeout: webReadyTimeout,
 			Spec: func(id topology.ServerID, peers topology.Peers) (platform.Spec, error) {
 				d := data[id.Instance]
@@ -136,8 +139,8 @@ func (in *Instance) topology(data []instanceData) topology.Topology {
 			Spec: func(id topology.ServerID, peers topology.Peers) (platform.Spec, error) {
 				d := data[id.Instance]
 				return olio.NginxSpec(olio.NginxSettings{SiteDir: d.Site, FPMAddr: peers.Addr(RoleFPM, 0, olio.PortFCGI),
-					Workers: s.Workers, Connections: s.Connections,
-					Volumes: []platform.Volume{{HostPath: d.Site, Path: d.Site}}})
+					FileStore: d.Store, Workers: s.Workers, Connections: s.Connections,
+					Volumes: []platform.Volume{{HostPath: d.Site, Path: d.Site}, {HostPath: d.Store, Path: d.Store, ReadOnly: true}}})
 			},
 		},
 	}

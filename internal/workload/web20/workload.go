@@ -164,7 +164,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	// The shared topology parameters are checked on the real roles (with
 	// placeholder paths: the copies are made per trial).
 	in := &Instance{s: s}
-	topo := in.topology([]instanceData{{DB: "/check/db", Site: "/check/site"}})
+	topo := in.topology([]instanceData{{DB: "/check/db", Site: "/check/site", Store: "/check/files"}})
 	if err := workload.ApplyTopology(v, &topo); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (in *Instance) checkSpecs() error {
 	if _, err := olio.FPMSpec(olio.FPMSettings{SiteDir: "/check/site", DBAddr: "127.0.0.1:1", Children: in.s.Children}); err != nil {
 		return fmt.Errorf("parameter php_children: %w", err)
 	}
-	if _, err := olio.NginxSpec(olio.NginxSettings{SiteDir: "/check/site", FPMAddr: "127.0.0.1:1", Workers: in.s.Workers, Connections: in.s.Connections}); err != nil {
+	if _, err := olio.NginxSpec(olio.NginxSettings{SiteDir: "/check/site", FPMAddr: "127.0.0.1:1", FileStore: "/check/files", Workers: in.s.Workers, Connections: in.s.Connections}); err != nil {
 		return fmt.Errorf("parameters nginx_workers, nginx_connections: %w", err)
 	}
 	return nil
