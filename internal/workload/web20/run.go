@@ -67,7 +67,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 // fixed runs the users once and reports the seed's figures.
 func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deployment, bases []string, counts olio.Counts, res *workload.Result) error {
 	users := in.s.Users
-	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, 1, 0)
+	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, userSeed(t.Round, 0), 0)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
 		users := int(st.Value)
 		ramp := in.s.StepRamp
-		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, int64(st.Seq)+1, st.Seq)
+		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq)
 		if err != nil {
 			return search.Outcome{}, err
 		}
@@ -162,6 +162,12 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	res.Notes = append(res.Notes, rec.notes()...)
 	return nil
 }
+
+// userSeed seeds the users' random choices: the same for every platform
+// of a round (common random numbers: the platforms of a round see the same
+// walks through the site, pages, tags and uploads, so that their
+// differences are the platforms'), new each round and each search step.
+func userSeed(round, step int) int64 { return int64(round)*1000 + int64(step) + 1 }
 
 // record is what one driver run measured, as the trial's metrics and a
 // find-max step's stored detail read it.

@@ -34,9 +34,9 @@ const (
 // Quick defaults: what --quick scales down, stated in the study and in
 // every trial's notes.
 const (
-	QuickUsers    = 100
-	quickRampUp   = "5s"
-	quickRampDown = "1s"
+	QuickUsers    = 300
+	quickRampUp   = "10s"
+	quickRampDown = "2s"
 )
 
 // lagLimitShare: the driver's wake-up lag counts as saturation above this
@@ -46,12 +46,12 @@ const lagLimitShare = 0.1
 
 // seedCPUsPerInstance is the seed's host per instance: 8 instances on 32
 // cores (64 threads). The default instance count gives this machine one
-// instance per 4 CPUs, at least one, at most the seed's 8.
+// instance per 4 CPUs, at least 2 (a scale-out), at most the seed's 8.
 const seedCPUsPerInstance = 4
 
 // DefaultInstances is the seed's 8 instances scaled to this machine.
 func DefaultInstances() int {
-	return min(SeedInstances, max(1, sysinfo.CPUCount()/seedCPUsPerInstance))
+	return min(SeedInstances, max(2, sysinfo.CPUCount()/seedCPUsPerInstance))
 }
 
 // Workload is the web20 workload kind.
@@ -71,7 +71,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "mode", Type: workload.String, Default: ModeFixed, Enum: []string{ModeFixed, ModeFindMax},
 			Help: "fixed: one run at `users` per instance; find-max: the most users per instance that pass every rule (Weathervane's search)"},
 		{Name: "users", Type: workload.Int, Default: strconv.Itoa(SeedUsersPerInstance), Quick: strconv.Itoa(QuickUsers), Min: 1, HasMin: true,
-			Help: "simulated users per instance (the seed: 1500; --quick: 100, which a busy 2-core machine holds with the driver beside the servers)"},
+			Help: "simulated users per instance (the seed: 1500; --quick: 300, which a busy 2-core machine holds with the driver beside the servers, about 60 operations/s)"},
 		{Name: "data_users", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "concurrent users the Olio data is loaded for (100 registered users each, Olio's rule); 0: the users, or in find-max the search's max_users; loaded once into a cached template"},
 		{Name: "data_seed", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "seed of the data generator"},
@@ -109,8 +109,8 @@ func (Workload) Params() []workload.Param {
 		{Name: "step_ramp", Type: workload.Duration, Default: "1m", Quick: "5s", Help: "find-max: ramp-up of each step before its decision interval (the study's trial length)"},
 	}
 	return append(ps, workload.TopologyParams(workload.TopologyDefaults{
-		Instances: DefaultInstances(), QuickInstances: 1, Layout: topology.ContainerPerServer, VMs: 1,
-		InstancesHelp: fmt.Sprintf("the seed: 1 instance, then 8; default the seed's 8 scaled to this machine, one instance per %d CPUs: %d", seedCPUsPerInstance, DefaultInstances()),
+		Instances: DefaultInstances(), QuickInstances: 2, Layout: topology.ContainerPerServer, VMs: 1,
+		InstancesHelp: fmt.Sprintf("the seed: 1 instance, then a scale-out to 8; default the seed's 8 scaled to this machine, one instance per %d CPUs, at least 2: %d", seedCPUsPerInstance, DefaultInstances()),
 	})...)
 }
 

@@ -48,7 +48,7 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.s.Users != QuickUsers || q.s.RampUp != 5*time.Second || q.s.Topology.Instances != 1 {
+	if q.s.Users != QuickUsers || q.s.RampUp != 10*time.Second || q.s.Topology.Instances != 2 {
 		t.Errorf("quick: %+v", q.s)
 	}
 	f, err := newInstance(t, map[string]string{"mode": "find-max"}, true)
