@@ -168,6 +168,10 @@ func (in *Instance) template(ctx context.Context, t workload.Trial) (*olio.Templ
 	if !ok || t.Host == nil {
 		return nil, errors.New("web20 loads its data with the native platform's MariaDB, and the engine gave this trial none")
 	}
-	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, Run: t.Run, CacheDir: olio.CacheDir(state.Home()),
+	cache := in.cacheDir
+	if cache == "" {
+		cache = olio.CacheDir(state.Home())
+	}
+	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, Run: t.Run, CacheDir: cache,
 		LogDir: filepath.Join(filepath.Dir(t.RawDir), "logs"), Log: t.Log}, in.s.dataSize())
 }

@@ -177,7 +177,12 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 }
 
 // Instance is a configured web20 workload.
-type Instance struct{ s Settings }
+type Instance struct {
+	s Settings
+	// cacheDir holds the templates (olio.CacheDir of the state directory
+	// when empty; tests use their own).
+	cacheDir string
+}
 
 // dataSize is the size of the data the trial loads: data_users, else the
 // most users per instance the trial drives.
