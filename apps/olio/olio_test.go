@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/http/fcgi"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -302,18 +302,19 @@ func TestSpecsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := NginxSpec(NginxSettings{SiteDir: "/srv/olio", FPMAddr: "127.0.0.1:9000"})
+	web, err := NginxSpec(NginxSettings{SiteDir: "/srv/olio", FPMAddr: "127.0.0.1:9000", FileStore: "/cache/olio/u25/files"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, spec := range map[string]platform.Spec{"mariadb": db, "mariadb-load": load, "php-fpm": fpm, "nginx": web} {
 		t.Run(name, func(t *testing.T) {
 			argv := spec.Command(l)
-			// sh -c SCRIPT sh CONTENT FILE ARGV...
-			if len(argv) < 7 || argv[0] != "sh" {
-				t.Fatalf("argv %q", argv)
+			files := spec.Render(l)
+			if len(files) != 1 {
+				t.Fatalf("%d rendered files, want the configuration alone: %+v", len(files), files)
 			}
-			got := fmt.Sprintf("# %s\n# exec %s\n%s", argv[5], strings.Join(argv[6:], " "), argv[4])
+			f := files[0]
+			got := fmt.Sprintf("# %s\n# exec %s\n%s", path.Join(l.Dir, f.Path), strings.Join(argv, " "), f.Content)
 			golden := filepath.Join("testdata", name+".golden")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -329,8 +330,8 @@ func TestSpecsGolden(t *testing.T) {
 			}
 		})
 	}
-	if db.User != "mysql" || fpm.User != "" || web.User != "" {
-		t.Errorf("users: MariaDB %q (want mysql), PHP-FPM %q and nginx %q (want the platform's, root)", db.User, fpm.User, web.User)
+	if db.User != "mysql" || fpm.User != "www-data" || web.User != "" {
+		t.Errorf("users: MariaDB %q (want mysql), PHP-FPM %q (want www-data), nginx %q (want the platform's, root)", db.User, fpm.User, web.User)
 	}
 	if len(load.Files) != 1 || !strings.Contains(string(load.Files[0].Content), "GRANT ALL PRIVILEGES ON olio.* TO 'olio'@'%'") {
 		t.Errorf("the loader's init.sql: %+v", load.Files)
@@ -353,10 +354,11 @@ func TestSettingsValidate(t *testing.T) {
 		{"fpm port", FPMSettings{SiteDir: "/s", DBAddr: "db:0"}.Validate(), "1 to 65535"},
 		{"fpm children", FPMSettings{SiteDir: "/s", DBAddr: "db:1", Children: -1}.Validate(), "children"},
 		{"fpm site", FPMSettings{DBAddr: "db:1"}.Validate(), "absolute"},
-		{"nginx ok", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000"}.Validate(), ""},
+		{"nginx ok", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000", FileStore: "/f"}.Validate(), ""},
+		{"nginx store", NginxSettings{SiteDir: "/s", FPMAddr: "[::1]:9000"}.Validate(), "file store"},
 		{"nginx addr", NginxSettings{SiteDir: "/s", FPMAddr: ""}.Validate(), "not host:port"},
-		{"nginx workers", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", Workers: 1000}.Validate(), "workers"},
-		{"nginx connections", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", Connections: 1}.Validate(), "connections"},
+		{"nginx workers", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", FileStore: "/f", Workers: 1000}.Validate(), "workers"},
+		{"nginx connections", NginxSettings{SiteDir: "/s", FPMAddr: "a:1", FileStore: "/f", Connections: 1}.Validate(), "connections"},
 	} {
 		if (c.err == nil) != (c.want == "") || (c.err != nil && !strings.Contains(c.err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.name, c.err, c.want)
@@ -411,18 +413,5 @@ func TestShutdownBadPidFile(t *testing.T) {
 	os.WriteFile(p, []byte("garbage"), 0o644)
 	if err := shutdown(context.Background(), p, time.Second); err == nil || !strings.Contains(err.Error(), "not a process id") {
 		t.Errorf("got %v", err)
-	}
-}
-
-func TestWriteThen(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "c.conf")
-	argv := writeThen(file, "a 'quoted' $HOME `x` %s\n", []string{"cat", file})
-	out, err := exec.Command(argv[0], argv[1:]...).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(out) != "a 'quoted' $HOME `x` %s\n" {
-		t.Errorf("wrote and ran %q", out)
 	}
 }

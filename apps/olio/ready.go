@@ -23,6 +23,10 @@ type answered struct{ err error }
 func (a answered) Error() string { return a.err.Error() }
 func (a answered) Unwrap() error { return a.err }
 
+// Final tells a deployment's readiness wait (internal/deploy) that waiting
+// longer will not change the answer.
+func (a answered) Final() bool { return true }
+
 // poll calls probe until it succeeds, returns an answered error, or timeout
 // passes; the error names the server.
 func poll(ctx context.Context, what string, timeout time.Duration, probe func(context.Context) error) error {
@@ -38,7 +42,7 @@ func poll(ctx context.Context, what string, timeout time.Duration, probe func(co
 		}
 		var a answered
 		if errors.As(err, &a) {
-			return fmt.Errorf("%s is not ready: %w", what, a.err)
+			return fmt.Errorf("%s is not ready: %w", what, a)
 		}
 		last = err
 		select {

@@ -126,22 +126,19 @@ func mariadbSpec(s MariaDBSettings, load bool, pidFile string) (platform.Spec, e
 	if load {
 		spec.Files = append(spec.Files, platform.File{Path: "init.sql", Content: []byte(initSQL)})
 	}
-	spec.Command = func(l platform.Listen) []string {
-		conf, err := render("conf/my.cnf.tmpl", map[string]any{
+	spec.Render = func(l platform.Listen) []platform.File {
+		return []platform.File{{Path: "my.cnf", Content: mustRender("conf/my.cnf.tmpl", map[string]any{
 			"DataDir": s.DataDir, "Host": l.Host, "Port": l.Port(PortMySQL), "Dir": l.Dir,
 			"MaxConnections": s.MaxConnections, "BufferPool": s.BufferPool, "LogFileSize": logFileSize,
 			"FlushLogAtCommit": s.FlushLogAtCommit, "Load": load,
-		})
-		if err != nil {
-			panic(err) // the embedded template is tested
-		}
+		})}}
+	}
+	spec.Command = func(l platform.Listen) []string {
 		argv := []string{"mariadbd", "--defaults-file=" + path.Join(l.Dir, "my.cnf")}
 		if pidFile != "" {
 			argv = append(argv, "--pid-file="+pidFile)
 		}
-		// The configuration depends on Listen, so it is written by the
-		// command line itself: see writeThen.
-		return writeThen(path.Join(l.Dir, "my.cnf"), conf, argv)
+		return argv
 	}
 	return spec, nil
 }
@@ -166,10 +163,12 @@ type FPMSettings struct {
 	// Children is pm.max_children (DefaultChildren when 0); the pool is
 	// static, so that is also the number of PHP processes.
 	Children int
-	// User and Group run the PHP children (www-data when empty): they write
-	// the file store and the sessions. The master runs as the platform's
-	// user (root), as PHP-FPM is deployed.
-	User, Group string
+	// User runs PHP-FPM, master and children (www-data when empty): the
+	// children write the file store and the sessions. It is the spec's
+	// User, so that a site volume marked Own is this user's wherever the
+	// server runs (a guest's copy of a volume is root's until then). A
+	// master that is not root runs its children as itself.
+	User string
 	// Volumes are mounted into the server's file system (the site).
 	Volumes []platform.Volume
 	// Binary is the PHP-FPM executable ("php-fpm8.2" when empty).
@@ -185,9 +184,6 @@ func (s FPMSettings) withDefaults() FPMSettings {
 	}
 	if s.User == "" {
 		s.User = "www-data"
-	}
-	if s.Group == "" {
-		s.Group = s.User
 	}
 	if s.Binary == "" {
 		s.Binary = "php-fpm8.2"
@@ -218,18 +214,16 @@ func FPMSpec(s FPMSettings) (platform.Spec, error) {
 	}
 	s = s.withDefaults()
 	dbHost, dbPort, _ := splitAddr(s.DBAddr)
-	spec := platform.Spec{Name: s.Name, Ports: []string{PortFCGI}, Volumes: s.Volumes}
-	spec.Command = func(l platform.Listen) []string {
-		conf, err := render("conf/php-fpm.conf.tmpl", map[string]any{
-			"Dir": l.Dir, "Host": l.Host, "Port": l.Port(PortFCGI), "User": s.User, "Group": s.Group,
+	spec := platform.Spec{Name: s.Name, Ports: []string{PortFCGI}, Volumes: s.Volumes, User: s.User}
+	spec.Render = func(l platform.Listen) []platform.File {
+		return []platform.File{{Path: "php-fpm.conf", Content: mustRender("conf/php-fpm.conf.tmpl", map[string]any{
+			"Dir": l.Dir, "Host": l.Host, "Port": l.Port(PortFCGI),
 			"Children": s.Children, "DBHost": dbHost, "DBPort": dbPort, "DBName": DBName, "DBUser": DBUser,
 			"DBPassword": DBPassword, "SiteDir": s.SiteDir, "Today": Epoch.Format("2006-01-02"),
-		})
-		if err != nil {
-			panic(err)
-		}
-		return writeThen(path.Join(l.Dir, "php-fpm.conf"), conf,
-			[]string{s.Binary, "--nodaemonize", "--force-stderr", "--fpm-config", path.Join(l.Dir, "php-fpm.conf")})
+		})}}
+	}
+	spec.Command = func(l platform.Listen) []string {
+		return []string{s.Binary, "--nodaemonize", "--force-stderr", "--fpm-config", path.Join(l.Dir, "php-fpm.conf")}
 	}
 	return spec, nil
 }
@@ -243,6 +237,10 @@ type NginxSettings struct {
 	SiteDir string
 	// FPMAddr is PHP-FPM's host:port as this server sees it.
 	FPMAddr string
+	// FileStore is the template's file store as this server sees it
+	// (Template.FilesDir, mounted read-only): /files/NAME is the site's
+	// own files/NAME (this trial's uploads) or else FileStore/NAME.
+	FileStore string
 	// Workers is worker_processes, Connections worker_connections
 	// (DefaultWorkers, DefaultConnections when 0).
 	Workers, Connections int
@@ -280,6 +278,9 @@ func (s NginxSettings) Validate() error {
 	if _, _, err := splitAddr(s.FPMAddr); err != nil {
 		return fmt.Errorf("olio nginx: PHP-FPM address: %w", err)
 	}
+	if !path.IsAbs(s.FileStore) {
+		return fmt.Errorf("olio nginx: file store %q must be an absolute path (the template's)", s.FileStore)
+	}
 	if s.Workers < 1 || s.Workers > 256 {
 		return fmt.Errorf("olio nginx: %d workers: want 1 to 256", s.Workers)
 	}
@@ -298,27 +299,27 @@ func NginxSpec(s NginxSettings) (platform.Spec, error) {
 	}
 	s = s.withDefaults()
 	spec := platform.Spec{Name: s.Name, Ports: []string{PortHTTP}, Volumes: s.Volumes}
-	spec.Command = func(l platform.Listen) []string {
-		conf, err := render("conf/nginx.conf.tmpl", map[string]any{
+	spec.Render = func(l platform.Listen) []platform.File {
+		return []platform.File{{Path: "nginx.conf", Content: mustRender("conf/nginx.conf.tmpl", map[string]any{
 			"Dir": l.Dir, "Host": l.Host, "Port": l.Port(PortHTTP), "User": s.User, "Group": s.Group,
 			"Workers": s.Workers, "Connections": s.Connections, "SiteDir": s.SiteDir, "FPMAddr": s.FPMAddr,
-		})
-		if err != nil {
-			panic(err)
-		}
-		return writeThen(path.Join(l.Dir, "nginx.conf"), conf,
-			[]string{"nginx", "-e", "stderr", "-p", l.Dir, "-c", path.Join(l.Dir, "nginx.conf")})
+			"FileStore": s.FileStore,
+		})}}
+	}
+	spec.Command = func(l platform.Listen) []string {
+		return []string{"nginx", "-e", "stderr", "-p", l.Dir, "-c", path.Join(l.Dir, "nginx.conf")}
 	}
 	return spec, nil
 }
 
-// writeThen returns an argv that writes content to file and then execs
-// argv. A configuration that depends on where the platform makes the server
-// listen cannot be a Spec file, which is written before Listen is known, so
-// the shell writes it at start (as the server's user) and execs the server
-// in its place; the configuration is thereby part of the recorded command.
-func writeThen(file, content string, argv []string) []string {
-	return append([]string{"sh", "-c", `printf '%s' "$1" > "$2" && shift 2 && exec "$@"`, "sh", content, file}, argv...)
+// mustRender renders an embedded configuration template, which the tests
+// render for every setting: a failure is a programming error.
+func mustRender(name string, data any) []byte {
+	b, err := render(name, data)
+	if err != nil {
+		panic(err)
+	}
+	return []byte(b)
 }
 
 // render executes one of the embedded configuration templates.

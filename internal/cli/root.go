@@ -31,6 +31,7 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/stream"
 	"github.com/nearnative/nearnative/internal/workload/tcprr"
 	"github.com/nearnative/nearnative/internal/workload/tcpstream"
+	"github.com/nearnative/nearnative/internal/workload/web20"
 )
 
 // Exit codes.
@@ -65,7 +66,7 @@ func withCode(code int, err error) error {
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
 	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{},
-		scaleout.Workload{}, oltp.Workload{})
+		scaleout.Workload{}, oltp.Workload{}, web20.Workload{})
 }
 
 type app struct {

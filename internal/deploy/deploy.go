@@ -389,6 +389,10 @@ func (d *Deployment) ready(ctx context.Context, wave []int) error {
 			timeout = topology.DefaultReadyTimeout
 		}
 		probe := role.Ready
+		if role.ReadyFor != nil {
+			id := r.ID
+			probe = func(ctx context.Context, addr string) error { return role.ReadyFor(ctx, id, addr) }
+		}
 		if probe == nil {
 			probe = func(ctx context.Context, addr string) error { return platform.WaitTCP(ctx, addr, timeout) }
 		}
@@ -413,6 +417,10 @@ func Wait(ctx context.Context, name string, srv platform.Server, port string, ti
 		if last = probe(pctx, addr); last == nil {
 			return nil
 		}
+		var f final
+		if errors.As(last, &f) && f.Final() {
+			return fmt.Errorf("server %s is not ready at %s: %w%s", name, addr, last, logTail(ctx, srv))
+		}
 		if ex, ok := srv.(Exiter); ok {
 			if err := ex.Exited(ctx); err != nil {
 				return fmt.Errorf("server %s exited before it was ready: %w%s", name, err, logTail(ctx, srv))
@@ -428,6 +436,9 @@ func Wait(ctx context.Context, name string, srv platform.Server, port string, ti
 		}
 	}
 }
+
+// final is implemented by probe errors that waiting will not change.
+type final interface{ Final() bool }
 
 func logTail(ctx context.Context, srv platform.Server) string {
 	lt, ok := srv.(LogTailer)

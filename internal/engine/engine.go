@@ -387,7 +387,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	e.cfg.Progress.TrialStart(round, warm, u)
 	start := time.Now()
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
-		Run: e.run.ID, Name: name, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
+		Run: e.run.ID, Name: name, Round: round, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
 		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
 		Host:  e.host,
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),

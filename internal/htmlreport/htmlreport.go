@@ -29,17 +29,19 @@ import (
 var templateFS embed.FS
 
 var page = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
-	"num":        num,
-	"places":     placesText,
-	"ratio":      ratioText,
-	"ci":         ciText,
-	"pct":        func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
-	"time":       timeText,
-	"dur":        func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) },
-	"plus":       func(a, b float64) float64 { return round1(a + b) },
-	"minus":      func(a, b float64) float64 { return round1(a - b) },
-	"plotRight":  func(c Chart) float64 { return round1(c.Left + c.PlotW) },
-	"plotBottom": func(c Chart) float64 { return round1(c.Top + c.PlotH) },
+	"num":          num,
+	"places":       placesText,
+	"ratio":        ratioText,
+	"ci":           ciText,
+	"pct":          func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
+	"time":         timeText,
+	"dur":          func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) },
+	"plus":         func(a, b float64) float64 { return round1(a + b) },
+	"minus":        func(a, b float64) float64 { return round1(a - b) },
+	"plotRight":    func(c Chart) float64 { return round1(c.Left + c.PlotW) },
+	"plotBottom":   func(c Chart) float64 { return round1(c.Top + c.PlotH) },
+	"plotRightOp":  func(c OpChart) float64 { return round1(c.Left + c.PlotW) },
+	"plotBottomOp": func(c OpChart) float64 { return round1(c.Top + c.PlotH) },
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
 // Input is a stored run and its analysis.
@@ -113,7 +115,11 @@ type platformRow struct {
 
 type section struct {
 	Workload string
-	Metrics  []metricView
+	// OpCharts are the seeds' per-operation figures; OpMetrics the
+	// per-operation metrics' own tables and ratio charts, folded away.
+	OpCharts  []OpChart
+	Metrics   []metricView
+	OpMetrics []metricView
 }
 
 type metricView struct {
@@ -173,10 +179,15 @@ func build(in Input) view {
 	v.AllWarnings = in.Result.Warnings.Texts()
 	for i, t := range in.Result.Tables {
 		if len(v.Sections) == 0 || v.Sections[len(v.Sections)-1].Workload != t.Workload {
-			v.Sections = append(v.Sections, section{Workload: t.Workload})
+			v.Sections = append(v.Sections, section{Workload: t.Workload, OpCharts: opCharts(in.Result, t.Workload, i+1)})
 		}
 		s := &v.Sections[len(v.Sections)-1]
-		s.Metrics = append(s.Metrics, metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)})
+		mv := metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)}
+		if _, _, ok := report.SplitOpMetric(t.Metric); ok {
+			s.OpMetrics = append(s.OpMetrics, mv)
+		} else {
+			s.Metrics = append(s.Metrics, mv)
+		}
 	}
 	v.Figures = figures(in.Result)
 	v.Diagnostics = diagnostics(in.Result.Diagnostics)

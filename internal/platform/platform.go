@@ -88,6 +88,10 @@ type Volume struct {
 	// server runs (a system user's uid in the image may differ from the
 	// host's), so a database can use a data directory prepared on the host.
 	Own bool
+	// ReadOnly mounts the tree read-only in containers (a cache every trial
+	// shares, such as a loaded template's file store). Natively the server
+	// sees the host tree as it is; a guest gets its own copy.
+	ReadOnly bool
 }
 
 // Spec describes one server process.

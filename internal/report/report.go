@@ -84,15 +84,24 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 	for _, n := range h.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-	for _, t := range res.Tables {
+	// Per-operation metrics (OPERATION.STAT) are grids of their own.
+	plain := res
+	plain.Tables, plain.Diagnostics = withoutOps(res.Tables), withoutOps(res.Diagnostics)
+	for _, t := range plain.Tables {
 		if err := resultTable(w, t); err != nil {
 			return err
 		}
 	}
-	if err := Pivot(w, res); err != nil {
+	if err := OpResults(w, res); err != nil {
 		return err
 	}
-	if err := Diagnostics(w, res); err != nil {
+	if err := Pivot(w, plain); err != nil {
+		return err
+	}
+	if err := Diagnostics(w, plain); err != nil {
+		return err
+	}
+	if err := OpDiagnostics(w, res); err != nil {
 		return err
 	}
 	if sum := res.Warnings.Summary(); len(sum) > 0 {
@@ -254,6 +263,8 @@ func num(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	case a >= 1:
 		return fmt.Sprintf("%.3f", v)
+	case a == 0:
+		return "0"
 	default:
 		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4g", v), "0"), ".")
 	}

@@ -87,7 +87,10 @@ type Peers interface {
 type SpecFunc func(id ServerID, peers Peers) (platform.Spec, error)
 
 // ReadyFunc probes a server at addr (host:port, as the host reaches it) and
-// returns nil once it answers at the protocol level.
+// returns nil once it answers at the protocol level. An error that waiting
+// will not change (the server answered with a refusal: a missing module, a
+// wrong password) may say so with a method Final() bool returning true:
+// the deployment then stops waiting at once.
 type ReadyFunc func(ctx context.Context, addr string) error
 
 // Role is one kind of server in a topology.
@@ -111,8 +114,11 @@ type Role struct {
 	Entry bool
 	// ReadyPort names the port the readiness probe connects to (default the
 	// first port); Ready is the probe (default: a TCP connect).
-	ReadyPort    string
-	Ready        ReadyFunc
+	ReadyPort string
+	Ready     ReadyFunc
+	// ReadyFor, when set, is the probe instead of Ready for probes that
+	// need to know which server they probe (a path of its instance).
+	ReadyFor     func(ctx context.Context, id ServerID, addr string) error
 	ReadyTimeout time.Duration
 	// Spec builds the server's spec.
 	Spec SpecFunc

@@ -86,11 +86,15 @@ func WriteTar(w io.Writer, dir string) error {
 }
 
 // ExtractTar unpacks a tar stream into dest; names that would leave dest
-// are refused.
+// are refused. Run as root, it keeps each entry's numeric owner, as tar
+// does for root: a tree prepared on the host for a system user whose uid
+// is fixed in Debian (www-data, 33) arrives that user's; a user whose uid
+// differs between the host and the image needs the volume's Own.
 func ExtractTar(r io.Reader, dest string) error {
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return err
 	}
+	root := os.Geteuid() == 0
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -128,6 +132,13 @@ func ExtractTar(r io.Reader, dest string) error {
 				err = cerr
 			}
 			if err != nil {
+				return err
+			}
+		default:
+			continue
+		}
+		if root {
+			if err := os.Lchown(path, hdr.Uid, hdr.Gid); err != nil {
 				return err
 			}
 		}

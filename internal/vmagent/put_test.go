@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -31,6 +32,37 @@ func TestTarRoundTrip(t *testing.T) {
 	}
 	if l, _ := os.Readlink(filepath.Join(dst, "link")); l != "PG_VERSION" {
 		t.Errorf("symlink -> %q", l)
+	}
+}
+
+// TestTarKeepsOwners: extracted as root, a tree keeps its numeric owners.
+func TestTarKeepsOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	src := t.TempDir()
+	os.Mkdir(filepath.Join(src, "sessions"), 0o700)
+	os.WriteFile(filepath.Join(src, "sessions", "s1"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(src, "page.php"), []byte("<?php"), 0o644)
+	os.Lchown(filepath.Join(src, "sessions"), 33, 33)
+	os.Lchown(filepath.Join(src, "sessions", "s1"), 33, 34)
+	var buf bytes.Buffer
+	if err := WriteTar(&buf, src); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := ExtractTar(&buf, dst); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]uint32{"sessions": {33, 33}, "sessions/s1": {33, 34}, "page.php": {0, 0}} {
+		st, err := os.Lstat(filepath.Join(dst, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		if got := [2]uint32{sys.Uid, sys.Gid}; got != want {
+			t.Errorf("%s owned by %v, want %v", name, got, want)
+		}
 	}
 }
 

@@ -198,7 +198,11 @@ type Trial struct {
 	// their environment so cleanup finds them after a crash.
 	Run runid.ID
 	// Name identifies the trial in log and raw-output file names.
-	Name     string
+	Name string
+	// Round is the trial's round (warm-up rounds first, from 0): a
+	// workload that draws random choices may draw the same ones for every
+	// platform of a round (common random numbers) and new ones each round.
+	Round    int
 	Platform platform.Platform
 	// Duration is the study's trial length: how long the load should run.
 	Duration time.Duration

@@ -177,7 +177,7 @@ func Start(t testing.TB, e *Env, trial string, fpm func(*platform.Spec)) (*Stack
 		t.Fatalf("%v%s", err, tail("olio-fpm"))
 	}
 
-	web := start(olio.NginxSpec(olio.NginxSettings{SiteDir: siteDir, FPMAddr: st.FPMAddr, Workers: 2, Connections: 1024}))
+	web := start(olio.NginxSpec(olio.NginxSettings{SiteDir: siteDir, FPMAddr: st.FPMAddr, FileStore: e.Template.FilesDir(), Workers: 2, Connections: 1024}))
 	st.Base = "http://" + web.Addr(olio.PortHTTP)
 	if err := olio.ReadyWeb(ctx, st.Base, time.Minute); err != nil {
 		t.Fatalf("%v%s", err, tail("olio-web"))

@@ -202,7 +202,7 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		}
 	}
 	for _, v := range spec.Volumes {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
 	}
 	return cfg, hc
 }

@@ -187,12 +187,22 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 		hc.NetworkMode = container.NetworkMode(s.p.net.name)
 	}
 	var sets []string
+	mounted := map[string]string{} // target -> source
 	for _, m := range g.members {
 		if c := s.cpuset(m.Server); c != "" {
 			sets = append(sets, c)
 		}
 		for _, v := range m.Spec.Volumes {
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path})
+			// Servers of one container may share a volume (nginx and
+			// PHP-FPM see one site at one path): it is mounted once.
+			if src, ok := mounted[v.Path]; ok {
+				if src != v.HostPath {
+					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
+				}
+				continue
+			}
+			mounted[v.Path] = v.HostPath
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
 		}
 		on, err := s.publishOn(m.Server.Entry)
 		if err != nil {

@@ -97,6 +97,7 @@ type vmGuest struct {
 	mu    sync.Mutex
 	exe   bool // the nearnative binary is in the guest (for supervisors)
 	held  []string
+	put   map[string]string // guest path -> host tree copied there
 }
 
 // vmGroup is a container in a guest's engine (vm-docker only).
@@ -129,12 +130,30 @@ func (s *vmSite) guestCPUs(sv topology.Server) (string, error) {
 	return sv.CPUSet, nil
 }
 
-// putVolumes copies each volume's host tree into the guest at guestPath(v).
+// putVolumes copies each volume's host tree into the guest at guestPath(v),
+// once per guest: servers that share a volume at one path (nginx and
+// PHP-FPM see one site) share the guest's copy too.
 func (s *vmSite) putVolumes(ctx context.Context, vg *vmGuest, spec platform.Spec, guestPath func(i int, v platform.Volume) string) error {
 	for i, v := range spec.Volumes {
-		if err := vg.g.agent.Put(ctx, v.HostPath, guestPath(i, v)); err != nil {
+		dest := guestPath(i, v)
+		vg.mu.Lock()
+		src, done := vg.put[dest]
+		vg.mu.Unlock()
+		if done {
+			if src != v.HostPath {
+				return fmt.Errorf("volumes %s and %s of guest %d both go to %s", src, v.HostPath, vg.index, dest)
+			}
+			continue
+		}
+		if err := vg.g.agent.Put(ctx, v.HostPath, dest); err != nil {
 			return fmt.Errorf("copying volume %s of %s into guest %d: %w", v.HostPath, spec.Name, vg.index, err)
 		}
+		vg.mu.Lock()
+		if vg.put == nil {
+			vg.put = map[string]string{}
+		}
+		vg.put[dest] = v.HostPath
+		vg.mu.Unlock()
 	}
 	return nil
 }
@@ -200,13 +219,23 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 	} else {
 		args = append(args, "-e", vmagent.ListenEnv+"=0.0.0.0:7977", "-p", vg.g.ip+":"+strconv.Itoa(ap)+":7977")
 	}
+	mounted := map[string]string{} // container path -> host tree
 	for _, m := range members {
 		for i, v := range m.Spec.Volumes {
+			// Servers of one container may share a volume (nginx and
+			// PHP-FPM see one site at one path): copied and mounted once.
+			if src, ok := mounted[v.Path]; ok {
+				if src != v.HostPath {
+					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
+				}
+				continue
+			}
+			mounted[v.Path] = v.HostPath
 			gp := volumePath(m.Spec.Name, i)
 			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
 				return err
 			}
-			args = append(args, "-v", gp+":"+v.Path)
+			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
 		}
 		if s.p.kind != KindDockerHost {
 			for _, pn := range m.Server.Ports {
@@ -230,6 +259,14 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 		return fmt.Errorf("the supervisor in container %s of guest %d did not answer: %w; its log: %s%s", g.cname, vg.index, err, logs.Stdout, logs.Stderr)
 	}
 	return nil
+}
+
+// roSuffix is the -v option's suffix of a read-only volume.
+func roSuffix(v platform.Volume) string {
+	if v.ReadOnly {
+		return ":ro"
+	}
+	return ""
 }
 
 func volumePath(server string, i int) string {
@@ -334,7 +371,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 		if err := vg.g.agent.Put(ctx, v.HostPath, gp); err != nil {
 			return nil, fmt.Errorf("copying volume %s of %s into guest %d: %w", v.HostPath, spec.Name, vg.index, err)
 		}
-		args = append(args, "-v", gp+":"+v.Path)
+		args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
 	}
 	if len(own) > 0 && spec.User != "" {
 		// The guest's disk is the image's, so its users are the container's.

@@ -1,0 +1,191 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nearnative/nearnative/internal/analysis"
+)
+
+// Per-operation metrics are named OPERATION.STAT ("HomePage.p90_ms"), the
+// operation starting with a capital letter, as the application workloads
+// name their operations. The text report shows them as grids in the seeds'
+// shape, one per workload and statistic: a row per operation, a column per
+// platform, instead of a table per metric (seven operations and two
+// latencies would otherwise be fourteen tables).
+
+// SplitOpMetric splits an OPERATION.STAT metric name; ok is false for
+// other names.
+func SplitOpMetric(name string) (op, stat string, ok bool) {
+	op, stat, ok = strings.Cut(name, ".")
+	if !ok || op == "" || stat == "" || strings.Contains(stat, ".") || op[0] < 'A' || op[0] > 'Z' {
+		return "", "", false
+	}
+	return op, stat, true
+}
+
+// opGrid is one workload's statistic over its operations.
+type opGrid struct {
+	workload, stat string
+	ops            []string
+	tables         map[string]analysis.Table // by operation
+}
+
+// opGrids collects the OPERATION.STAT tables of tabs into grids, in the
+// order their first metric appears.
+func opGrids(tabs []analysis.Table) []*opGrid {
+	var out []*opGrid
+	byKey := map[[2]string]*opGrid{}
+	for _, t := range tabs {
+		op, stat, ok := SplitOpMetric(t.Metric)
+		if !ok {
+			continue
+		}
+		k := [2]string{t.Workload, stat}
+		g := byKey[k]
+		if g == nil {
+			g = &opGrid{workload: t.Workload, stat: stat, tables: map[string]analysis.Table{}}
+			byKey[k] = g
+			out = append(out, g)
+		}
+		if _, dup := g.tables[op]; !dup {
+			g.ops = append(g.ops, op)
+		}
+		g.tables[op] = t
+	}
+	return out
+}
+
+// platforms returns the grid's platforms in the tables' order.
+func (g *opGrid) platforms() []string {
+	var out []string
+	for _, op := range g.ops {
+		for _, c := range g.tables[op].Cells {
+			if !contains(out, c.Platform) {
+				out = append(out, c.Platform)
+			}
+		}
+	}
+	return out
+}
+
+func (g *opGrid) cell(op, platform string) (analysis.Cell, bool) {
+	for _, c := range g.tables[op].Cells {
+		if c.Platform == platform {
+			return c, true
+		}
+	}
+	return analysis.Cell{}, false
+}
+
+// OpResults writes the result grids: per workload and statistic, each
+// operation's mean on every platform and, beside the baseline, the ratio
+// with its 95% interval and verdict.
+func OpResults(w io.Writer, res analysis.Result) error {
+	for _, g := range opGrids(res.Tables) {
+		t := g.tables[g.ops[0]]
+		dir := "higher is better"
+		if !t.HigherIsBetter {
+			dir = "lower is better"
+		}
+		fmt.Fprintf(w, "\n%s  %s by operation (%s): mean; ratio to %s [95%% CI] (+ better, - worse, ~ no difference shown)\n",
+			g.workload, g.stat, unitDir(t.Unit, dir), res.Baseline)
+		platforms := g.platforms()
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprint(tw, "  operation\t")
+		emulated := false
+		for _, p := range platforms {
+			n := 0
+			for _, op := range g.ops {
+				if c, ok := g.cell(op, p); ok {
+					n = max(n, c.N())
+					emulated = emulated || c.Emulated
+					if c.Emulated && !strings.HasSuffix(p, "*") {
+						p += "*"
+					}
+				}
+			}
+			fmt.Fprintf(tw, "%s (n=%d)\t", p, n)
+		}
+		fmt.Fprintln(tw)
+		for _, op := range g.ops {
+			fmt.Fprintf(tw, "  %s\t", op)
+			for _, p := range platforms {
+				c, ok := g.cell(op, p)
+				if !ok {
+					fmt.Fprint(tw, "-\t")
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t", opCellText(c))
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("writing report: %w", err)
+		}
+		if emulated {
+			fmt.Fprintf(w, "  * %s\n", analysis.EmulatedMark)
+		}
+	}
+	return nil
+}
+
+// opCellText is "mean", or "mean ratio [lo, hi] sign", or "mean ratio
+// (why no verdict)".
+func opCellText(c analysis.Cell) string {
+	s := num(c.Summary.Mean)
+	switch {
+	case c.IsBaseline:
+		return s
+	case c.NoVerdict != "":
+		return fmt.Sprintf("%s %s (%s)", s, ratio(c.Ratio.Ratio), c.NoVerdict)
+	case math.IsNaN(c.Ratio.Lo) || math.IsNaN(c.Ratio.Hi):
+		return fmt.Sprintf("%s %s", s, ratio(c.Ratio.Ratio))
+	}
+	return fmt.Sprintf("%s %s [%.3f, %.3f] %s", s, ratio(c.Ratio.Ratio), c.Ratio.Lo, c.Ratio.Hi, sign(c.Verdict))
+}
+
+// OpDiagnostics writes the diagnostic grids: per workload and statistic,
+// each operation's mean over the counted trials on every platform.
+func OpDiagnostics(w io.Writer, res analysis.Result) error {
+	for _, g := range opGrids(res.Diagnostics) {
+		t := g.tables[g.ops[0]]
+		fmt.Fprintf(w, "\n%s  %s by operation (%s; mean over the counted trials)\n", g.workload, g.stat, orDash(t.Unit))
+		platforms := g.platforms()
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "  operation\t")
+		for _, p := range platforms {
+			fmt.Fprintf(tw, "%s\t", p)
+		}
+		fmt.Fprintln(tw)
+		for _, op := range g.ops {
+			fmt.Fprintf(tw, "  %s\t", op)
+			for _, p := range platforms {
+				if c, ok := g.cell(op, p); ok {
+					fmt.Fprintf(tw, "%s\t", num(c.Summary.Mean))
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("writing diagnostics: %w", err)
+		}
+	}
+	return nil
+}
+
+// withoutOps returns tabs without the OPERATION.STAT tables.
+func withoutOps(tabs []analysis.Table) []analysis.Table {
+	var out []analysis.Table
+	for _, t := range tabs {
+		if _, _, ok := SplitOpMetric(t.Metric); !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
