@@ -209,6 +209,10 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})
 		}
 	}
+	for _, name := range st.QuickLeftOut {
+		notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name,
+			Text: "left out by --quick (the study's quick.platforms): run without --quick, or name it with --platforms"})
+	}
 	for name, why := range opened.Skipped {
 		if _, inStudy := st.Platform(name); !inStudy {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name, Text: why})

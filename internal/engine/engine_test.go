@@ -1469,3 +1469,32 @@ func TestSkippedPlatforms(t *testing.T) {
 		})
 	}
 }
+
+// TestQuickLeftOutNoted: the platforms --quick leaves out (quick.platforms)
+// are stored as skipped run notes, so every report says so.
+func TestQuickLeftOutNoted(t *testing.T) {
+	e := newEnv(t)
+	st, err := study.Parse([]byte(studyYAML("rounds: 2\nwarmup: 0\nquick: {platforms: [native]}\n", "wa")), "test.yaml", e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(study.Overrides{Seed: 7, Quick: true}, e.reg); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Run(context.Background(), e.config(st, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range e.trials(t, out.Run.ID) {
+		if tr.Platform != "native" {
+			t.Errorf("trial on %s under --quick", tr.Platform)
+		}
+	}
+	notes, err := e.store.RunNotes(context.Background(), out.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0].Kind != store.NoteSkipped || notes[0].Subject != "slow" || !strings.Contains(notes[0].Text, "left out by --quick") {
+		t.Errorf("run notes %+v, want slow left out by --quick", notes)
+	}
+}

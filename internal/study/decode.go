@@ -19,7 +19,7 @@ var (
 	platformKeys = []string{"name", "base", "options"}
 	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory"}
 	workloadKeys = []string{"workload", "name", "params"}
-	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads"}
+	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads", "platforms"}
 )
 
 // decoder turns a study file's YAML nodes into a Study, rejecting unknown
@@ -280,6 +280,17 @@ func (d *decoder) quick(s *Study, k, v *yaml.Node) error {
 						break
 					}
 					s.Quick.Workloads = append(s.Quick.Workloads, name)
+				}
+			}
+		case "platforms":
+			var items []*yaml.Node
+			if items, err = d.list(where, k, v); err == nil {
+				for _, it := range items {
+					var name string
+					if name, err = d.str(where, k, it); err != nil {
+						break
+					}
+					s.Quick.Platforms = append(s.Quick.Platforms, name)
 				}
 			}
 		}

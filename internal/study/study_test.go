@@ -257,7 +257,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown workload key", func(t *testing.T) string { return edit(t, "    name: redis-set", "    label: redis-set") },
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
-			`t.yaml:25: unknown key "maxtime" in quick (known: rounds, warmup, trial, max_rounds, max_time, workloads)`},
+			`t.yaml:25: unknown key "maxtime" in quick (known: rounds, warmup, trial, max_rounds, max_time, workloads, platforms)`},
 		{"duplicate key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nrounds: 6\ntrial") },
 			`t.yaml:6: duplicate key "rounds" in study (first at line 4)`},
 		{"rounds not an integer", func(t *testing.T) string { return edit(t, "rounds: 5", "rounds: five") },

@@ -150,6 +150,14 @@ func (v *validator) quick() {
 			v.add(v.at("quick.workloads", "quick"), "quick.workloads: %q is not among the workloads", name)
 		}
 	}
+	for _, name := range q.Platforms {
+		if _, ok := v.s.Platform(name); !ok {
+			v.add(v.at("quick.platforms", "quick"), "quick.platforms: %q is not among the platforms", name)
+		}
+	}
+	if len(q.Platforms) > 0 && !slices.Contains(q.Platforms, v.s.Baseline) {
+		v.add(v.at("quick.platforms", "quick"), "quick.platforms: the baseline %s must be among them", v.s.Baseline)
+	}
 }
 
 func (v *validator) platforms() {
@@ -366,7 +374,7 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	c.Platforms = slices.Clone(s.Platforms)
 	c.Workloads = slices.Clone(s.Workloads)
 	if o.Quick {
-		c.applyQuick()
+		c.applyQuick(len(o.Platforms) == 0)
 	}
 	if o.Rounds > 0 {
 		c.Rounds = o.Rounds
@@ -402,6 +410,16 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 			return err
 		}
 	}
+	if len(c.Quick.Platforms) > 0 {
+		// The quick block names only platforms the study still has.
+		var keep []string
+		for _, name := range c.Quick.Platforms {
+			if _, ok := c.Platform(name); ok {
+				keep = append(keep, name)
+			}
+		}
+		c.Quick.Platforms = keep
+	}
 	if err := c.Validate(reg); err != nil {
 		return err
 	}
@@ -412,8 +430,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	return nil
 }
 
-// applyQuick applies the quick block.
-func (s *Study) applyQuick() {
+// applyQuick applies the quick block; platforms says whether its
+// platforms apply (not when --platforms names them).
+func (s *Study) applyQuick(platforms bool) {
 	s.quick = true
 	q := s.Quick
 	if q.Rounds > 0 {
@@ -443,6 +462,17 @@ func (s *Study) applyQuick() {
 			}
 		}
 		s.Workloads = ws
+	}
+	if platforms && len(q.Platforms) > 0 {
+		var ps []Platform
+		for _, p := range s.Platforms {
+			if slices.Contains(q.Platforms, p.Name) {
+				ps = append(ps, p)
+			} else {
+				s.QuickLeftOut = append(s.QuickLeftOut, p.Name)
+			}
+		}
+		s.Platforms = ps
 	}
 }
 

@@ -146,6 +146,13 @@ func quickNode(q Quick) *yaml.Node {
 		}
 		n.Content = append(n.Content, plain("workloads"), l)
 	}
+	if len(q.Platforms) > 0 {
+		l := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, p := range q.Platforms {
+			l.Content = append(l.Content, str(p))
+		}
+		n.Content = append(n.Content, plain("platforms"), l)
+	}
 	return n
 }
 
