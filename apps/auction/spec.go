@@ -505,13 +505,14 @@ func WebSpec(name string, s WebSettings) (platform.Spec, error) {
 		Ports: []string{PortHTTP},
 		User:  s.User,
 		Files: fs,
-		// The listen address is known only now: a one-line include written
-		// before nginx starts.
 		Command: func(l platform.Listen) []string {
+			return []string{"nginx", "-p", l.Dir + "/", "-c", path.Join(l.Dir, "nginx.conf"), "-e", "stderr"}
+		},
+		// The listen address is known once the platform has chosen it:
+		// nginx.conf includes this one-line file.
+		Render: func(l platform.Listen) []platform.File {
 			listen := net.JoinHostPort(l.Host, strconv.Itoa(l.Port(PortHTTP)))
-			return []string{"sh", "-c",
-				`printf 'listen %s reuseport backlog=4096;\n' "$1" > "$2/listen.conf" && exec nginx -p "$2/" -c "$2/nginx.conf" -e stderr`,
-				"nginx", listen, l.Dir}
+			return []platform.File{{Path: "listen.conf", Content: []byte("listen " + listen + " reuseport backlog=4096;\n")}}
 		},
 	}, nil
 }

@@ -197,15 +197,19 @@ func TestWebSpec(t *testing.T) {
 		t.Fatalf("nginx not installed (make setup): %v", err)
 	}
 	dir := t.TempDir()
-	for _, f := range spec.Files {
+	l := listen(spec, "127.0.0.1", dir)
+	if got := string(file(t, platform.Spec{Name: spec.Name, Files: spec.FilesFor(l)}, "listen.conf").Content); got != "listen 127.0.0.1:40000 reuseport backlog=4096;\n" {
+		t.Errorf("listen.conf %q", got)
+	}
+	if argv := strings.Join(spec.Command(l), " "); argv != "nginx -p "+dir+"/ -c "+dir+"/nginx.conf -e stderr" {
+		t.Errorf("command %q", argv)
+	}
+	for _, f := range spec.FilesFor(l) {
 		p := filepath.Join(dir, f.Path)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, f.Content, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "listen.conf"), []byte("listen 127.0.0.1:40000;\n"), 0o644); err != nil {
-		t.Fatal(err)
 	}
 	out, err := exec.Command("nginx", "-t", "-p", dir+"/", "-c", filepath.Join(dir, "nginx.conf"), "-e", "stderr").CombinedOutput()
 	if err != nil {

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/workload/fio"
 )
 
 // TestBuiltinStudies loads every built-in study against the real workload
@@ -21,7 +23,14 @@ func TestBuiltinStudies(t *testing.T) {
 				t.Errorf("%s: %v", info.Name, err)
 				continue
 			}
-			if err := s.Apply(study.Overrides{Quick: quick}, reg); err != nil {
+			err = s.Apply(study.Overrides{Quick: quick}, reg)
+			if errors.Is(err, fio.ErrNoSpace) {
+				// The study is well formed; this machine's disk is too
+				// small for its full sizes (fio's file outgrows the RAM).
+				t.Logf("%s (quick %v): %v", info.Name, quick, err)
+				continue
+			}
+			if err != nil {
 				t.Errorf("%s (quick %v): %v", info.Name, quick, err)
 			}
 		}

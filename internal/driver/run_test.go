@@ -106,6 +106,51 @@ func TestClosedLoopCycleTime(t *testing.T) {
 	}
 }
 
+// TestWarmupPhase: the warm-up after the ramp-up runs every user but counts
+// nothing (the series shows it as its own phase).
+func TestWarmupPhase(t *testing.T) {
+	c := Config{
+		Behaviour: "test-sleep", Params: map[string]string{"sleep": "1ms"},
+		Mode: Closed, Users: 10,
+		Pacing: Pacing{Mode: Cycle, Delay: Distribution{Kind: Fixed, Mean: 20 * time.Millisecond}},
+		Phases: Phases{RampUp: 0, Warmup: time.Second, Steady: 500 * time.Millisecond},
+	}
+	if got := c.Phases.Total(); got != 1500*time.Millisecond {
+		t.Errorf("total %v, want 1.5s", got)
+	}
+	if got := c.Phases.at(300 * time.Millisecond); got != PhaseWarmup {
+		t.Errorf("phase at 300ms %q, want %q", got, PhaseWarmup)
+	}
+	if got := c.Phases.at(1200 * time.Millisecond); got != PhaseSteady {
+		t.Errorf("phase at 1.2s %q, want %q", got, PhaseSteady)
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 users x 0.5 s / 20 ms: about 250 operations counted, none of the
+	// warm-up's about 500 more.
+	w := r.Ops["work"]
+	if w == nil {
+		t.Fatal("nothing counted")
+	}
+	within(t, "operations counted", float64(w.Count), 10*500.0/21, 0.2)
+	var warm int64
+	for _, p := range r.Points() {
+		if p.Phase == PhaseWarmup {
+			warm += p.Count
+		}
+	}
+	if warm == 0 {
+		t.Error("the series has no warm-up seconds")
+	}
+	bad := c
+	bad.Phases.Warmup = -time.Second
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "warm-up") {
+		t.Errorf("negative warm-up: %v", err)
+	}
+}
+
 func TestClosedLoopLateNoCatchUp(t *testing.T) {
 	// Operations of 30 ms in a 10 ms cycle: every cycle is late, each next
 	// operation starts at once, and the achieved cycle is the operation's

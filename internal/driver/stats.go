@@ -16,7 +16,11 @@ import (
 // steady phase are counted; ramp-up and ramp-down are recorded in the
 // per-second series only.
 type Phases struct {
-	RampUp   time.Duration `json:"ramp_up"`
+	RampUp time.Duration `json:"ramp_up"`
+	// Warmup follows the ramp-up: every user has started, none of it is
+	// counted (the users' sessions settle; a closed-loop user's first
+	// operations, a login say, are not its steady mix).
+	Warmup   time.Duration `json:"warmup,omitempty"`
 	Steady   time.Duration `json:"steady"`
 	RampDown time.Duration `json:"ramp_down"`
 }
@@ -26,18 +30,22 @@ func (p Phases) Validate() error {
 	if p.Steady <= 0 {
 		return fmt.Errorf("phases: the steady phase (%v) must be positive", p.Steady)
 	}
-	if p.RampUp < 0 || p.RampDown < 0 {
-		return fmt.Errorf("phases: ramp-up %v and ramp-down %v must not be negative", p.RampUp, p.RampDown)
+	if p.RampUp < 0 || p.Warmup < 0 || p.RampDown < 0 {
+		return fmt.Errorf("phases: ramp-up %v, warm-up %v and ramp-down %v must not be negative", p.RampUp, p.Warmup, p.RampDown)
 	}
 	return nil
 }
 
-// Total is the length of all three phases.
-func (p Phases) Total() time.Duration { return p.RampUp + p.Steady + p.RampDown }
+// Total is the length of all the phases.
+func (p Phases) Total() time.Duration { return p.RampUp + p.Warmup + p.Steady + p.RampDown }
+
+// SteadyStart is the offset of the steady phase from the start.
+func (p Phases) SteadyStart() time.Duration { return p.RampUp + p.Warmup }
 
 // Phase names, in the series.
 const (
 	PhaseRampUp   = "ramp-up"
+	PhaseWarmup   = "warm-up"
 	PhaseSteady   = "steady"
 	PhaseRampDown = "ramp-down"
 	PhaseDrain    = "drain"
@@ -48,7 +56,9 @@ func (p Phases) at(t time.Duration) string {
 	switch {
 	case t < p.RampUp:
 		return PhaseRampUp
-	case t < p.RampUp+p.Steady:
+	case t < p.SteadyStart():
+		return PhaseWarmup
+	case t < p.SteadyStart()+p.Steady:
 		return PhaseSteady
 	case t < p.Total():
 		return PhaseRampDown
@@ -146,7 +156,7 @@ const maxShards = 4
 
 func newCollector(t0 time.Time, p Phases, open bool, lateAfter time.Duration, stop context.Context) *collector {
 	c := &collector{t0: t0, phases: p, open: open, lateAfter: lateAfter, stop: stop,
-		steadyStart: t0.Add(p.RampUp), steadyEnd: t0.Add(p.RampUp + p.Steady), end: t0.Add(p.Total()),
+		steadyStart: t0.Add(p.SteadyStart()), steadyEnd: t0.Add(p.SteadyStart() + p.Steady), end: t0.Add(p.Total()),
 		series: newSeriesRec(t0, p)}
 	for i := 0; i < maxShards; i++ {
 		c.shards = append(c.shards, &shard{ops: map[string]*opAcc{}, counters: map[string]int64{}, lag: NewHist()})

@@ -210,6 +210,10 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})
 		}
 	}
+	for _, name := range st.QuickLeftOut {
+		notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name,
+			Text: "left out by --quick (the study's quick.platforms): run without --quick, or name it with --platforms"})
+	}
 	for name, why := range opened.Skipped {
 		if _, inStudy := st.Platform(name); !inStudy {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name, Text: why})
@@ -231,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		}
 	}
 	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, host: host, degraded: map[string]bool{},
-		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{},
+		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
 		lastStored: prior.lastRound, spent: prior.spent}
 	if err := e.storeDegradations(ctx); err != nil {
 		return out, err
@@ -312,6 +316,7 @@ type runner struct {
 	host      platform.Platform
 	rawDir    string
 	failures  map[string]int  // consecutive failures per unit
+	stopped   map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
 	degraded  map[string]bool // degraded modes already stored, "platform\x00text"
 	spent     time.Duration   // machine time of the run's trials, stored before a resume included
 	// lastStored is the highest round a resumed run had stored trials in
@@ -341,7 +346,7 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 				return "", ErrInterrupted
 			}
 			k := unitKey{round, u.Workload.Name, u.Platform.Name}
-			if e.done[k] {
+			if e.done[k] || e.stopped[u.String()] {
 				continue
 			}
 			if err := e.trial(ctx, round, i, u); err != nil {
@@ -422,6 +427,21 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	}
 	if t.Error == "" {
 		e.failures[u.String()] = 0
+		return nil
+	}
+	if errors.Is(err, workload.ErrUnitStopped) {
+		// The cell cannot give results here: the others go on without it.
+		e.stopped[u.String()] = true
+		reason := t.Error
+		if i := strings.IndexByte(reason, '\n'); i >= 0 {
+			reason = reason[:i] + " (the trial's error has more: nearnative show " + string(e.run.ID) + ")"
+		}
+		note := store.RunNote{Kind: store.NoteSkipped, Subject: u.Platform.Name,
+			Text: fmt.Sprintf("%s: no trials after round %d: %s", u.Workload.Name, round, reason)}
+		if err := e.cfg.Store.AddRunNote(context.WithoutCancel(ctx), e.run.ID, note); err != nil {
+			return err
+		}
+		e.cfg.Progress.Logf("trial %s failed; %s stops on %s, the other cells go on: %s", name, u.Workload.Name, u.Platform.Name, t.Error)
 		return nil
 	}
 	e.failures[u.String()]++

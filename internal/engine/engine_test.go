@@ -45,6 +45,8 @@ type behaviour struct {
 	cv func(metric string) float64
 	// fail makes the trial return an error.
 	fail func(k key) bool
+	// stop makes the trial return an error marked workload.StopUnit.
+	stop func(k key) bool
 	// omit names a metric the trial leaves out of its Result.
 	omit func(k key) string
 	// block makes the trial wait until its context ends.
@@ -132,6 +134,9 @@ func (in *fakeInstance) Run(ctx context.Context, t workload.Trial) (workload.Res
 	}
 	if b.fail != nil && b.fail(k) {
 		return workload.Result{}, fmt.Errorf("fake failure in %s", t.Name)
+	}
+	if b.stop != nil && b.stop(k) {
+		return workload.Result{}, workload.StopUnit(fmt.Errorf("fake servers did not start in %s\nlast log lines: boom", t.Name))
 	}
 	res := workload.Result{Values: map[string]float64{}, Commands: srv.Command(), Where: []string{srv.Describe()}}
 	omit := ""
@@ -729,6 +734,56 @@ func TestRunFailures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStoppedUnit: a trial whose error says its cell cannot give results
+// (workload.StopUnit), even in the warm-up round, ends that cell alone: the
+// run goes on with the others, and a run note says which cell stopped and
+// why.
+func TestStoppedUnit(t *testing.T) {
+	e := newEnv(t)
+	e.kind.setBehaviour(behaviour{stop: func(k key) bool { return k.Workload == "wa" && k.Platform == "slow" }})
+	st := e.study(t, studyYAML("warmup: 1\nrounds: 3\n"))
+	out, err := Run(context.Background(), e.config(st, ""))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r := e.run(t, out.Run.ID); r.Status != store.StatusDone {
+		t.Errorf("status %q, want done", r.Status)
+	}
+	ts := e.trials(t, out.Run.ID)
+	byKey := checkUnique(t, ts)
+	if len(ts) != 13 { // 4 cells x 4 rounds, less wa/slow's rounds 1-3
+		t.Errorf("%d trials stored, want 13", len(ts))
+	}
+	if tr, ok := byKey[key{0, "wa", "slow"}]; !ok || !strings.Contains(tr.Error, "fake servers did not start") {
+		t.Errorf("the stopping trial: %+v", tr)
+	}
+	for r := 1; r <= 3; r++ {
+		if _, ok := byKey[key{r, "wa", "slow"}]; ok {
+			t.Errorf("wa/slow ran in round %d after it stopped", r)
+		}
+		if tr, ok := byKey[key{r, "wb", "slow"}]; !ok || tr.Error != "" {
+			t.Errorf("wb/slow in round %d: %+v", r, tr)
+		}
+	}
+	h, err := e.store.RunNotes(context.Background(), out.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range h {
+		if n.Kind == store.NoteSkipped && n.Subject == "slow" && strings.Contains(n.Text, "wa: no trials after round 0: fake servers did not start") &&
+			!strings.Contains(n.Text, "boom") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no one-line run note about the stopped cell: %+v", h)
+	}
+	if !e.prog.logged("wa stops on slow, the other cells go on") {
+		t.Errorf("no log line about the stopped cell: %q", e.prog.logs)
 	}
 }
 
@@ -1412,5 +1467,34 @@ func TestSkippedPlatforms(t *testing.T) {
 				t.Errorf("run notes %+v (%v), want the skipped platform with its reason %+v", notes, err, want)
 			}
 		})
+	}
+}
+
+// TestQuickLeftOutNoted: the platforms --quick leaves out (quick.platforms)
+// are stored as skipped run notes, so every report says so.
+func TestQuickLeftOutNoted(t *testing.T) {
+	e := newEnv(t)
+	st, err := study.Parse([]byte(studyYAML("rounds: 2\nwarmup: 0\nquick: {platforms: [native]}\n", "wa")), "test.yaml", e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(study.Overrides{Seed: 7, Quick: true}, e.reg); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Run(context.Background(), e.config(st, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range e.trials(t, out.Run.ID) {
+		if tr.Platform != "native" {
+			t.Errorf("trial on %s under --quick", tr.Platform)
+		}
+	}
+	notes, err := e.store.RunNotes(context.Background(), out.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || notes[0].Kind != store.NoteSkipped || notes[0].Subject != "slow" || !strings.Contains(notes[0].Text, "left out by --quick") {
+		t.Errorf("run notes %+v, want slow left out by --quick", notes)
 	}
 }

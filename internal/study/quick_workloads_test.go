@@ -58,22 +58,24 @@ quick: {rounds: 5, workloads: [c, a]}
 }
 
 // TestQuickPlatforms checks that quick.platforms keeps the named platforms
-// under --quick only, that --platforms wins over it, that it survives a
-// YAML round trip, and that it must name study platforms and the baseline.
+// under --quick only (not when --platforms names them), records the ones it
+// left out, survives a YAML round trip, and rejects unknown names and a
+// list without the baseline.
 func TestQuickPlatforms(t *testing.T) {
 	reg := testRegistry()
 	src := `name: q
-platforms: [native, docker-nat, vm, {name: slow, base: vm}]
-workloads: [{workload: sleep}]
-quick: {rounds: 5, platforms: [docker-nat, native]}
+platforms: [native, docker-nat, {name: native-pinned, base: native, options: {cpuset: "0"}}, vm]
+workloads:
+  - {workload: sleep, name: a}
+quick: {rounds: 5, platforms: [native, native-pinned]}
 `
 	tests := []struct {
-		o    Overrides
-		want string
+		o          Overrides
+		want, left string
 	}{
-		{Overrides{}, "native,docker-nat,vm,slow"},
-		{Overrides{Quick: true}, "native,docker-nat"},
-		{Overrides{Quick: true, Platforms: []string{"native", "slow"}}, "native,slow"},
+		{Overrides{}, "native,docker-nat,native-pinned,vm", ""},
+		{Overrides{Quick: true}, "native,native-pinned", "docker-nat,vm"},
+		{Overrides{Quick: true, Platforms: []string{"native", "vm"}}, "native,vm", ""},
 	}
 	for _, tt := range tests {
 		s, err := Parse([]byte(src), "t.yaml", reg)
@@ -86,6 +88,9 @@ quick: {rounds: 5, platforms: [docker-nat, native]}
 		if got := strings.Join(s.PlatformNames(), ","); got != tt.want {
 			t.Errorf("%+v: platforms %s, want %s", tt.o, got, tt.want)
 		}
+		if got := strings.Join(s.QuickLeftOut, ","); got != tt.left {
+			t.Errorf("%+v: left out %s, want %s", tt.o, got, tt.left)
+		}
 	}
 	s, err := Parse([]byte(src), "t.yaml", reg)
 	if err != nil {
@@ -95,16 +100,16 @@ quick: {rounds: 5, platforms: [docker-nat, native]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Parse(y, "again.yaml", reg); err != nil || !strings.Contains(string(y), "platforms: [docker-nat, native]") {
+	if _, err := Parse(y, "again.yaml", reg); err != nil || !strings.Contains(string(y), "platforms: [native, native-pinned]") {
 		t.Errorf("round trip: %v\n%s", err, y)
 	}
 	for bad, want := range map[string]string{
-		"[docker-nat, zz]": `t.yaml:4: quick.platforms: "zz" is not among the platforms`,
-		"[docker-nat, vm]": `t.yaml:4: quick.platforms: the baseline native must be among them`,
+		"[native, zz]":     `t.yaml:5: quick.platforms: "zz" is not among the platforms`,
+		"[docker-nat, vm]": `t.yaml:5: quick.platforms: the baseline native must be among them`,
 	} {
-		_, err := Parse([]byte(strings.Replace(src, "[docker-nat, native]", bad, 1)), "t.yaml", reg)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("quick.platforms %s: err = %v, want %q", bad, err, want)
+		b := strings.Replace(src, "[native, native-pinned]", bad, 1)
+		if _, err := Parse([]byte(b), "t.yaml", reg); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("quick platforms %s: err = %v, want %q", bad, err, want)
 		}
 	}
 }

@@ -26,7 +26,7 @@
 //	  - workload: redis
 //	    name: redis-set
 //	    params: {op: set, clients: 1000}
-//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m, workloads: [redis-set], platforms: [native]}
+//	quick: {rounds: 3, warmup: 1, trial: 5s, max_rounds: 10, max_time: 4m, workloads: [redis-set], platforms: [native, vm-4]}
 //
 // Reading is done in two steps, k6 style: decoding turns the YAML into a Study
 // and rejects what only the file can get wrong (unknown keys, wrong types);
@@ -122,8 +122,9 @@ type Quick struct {
 	// order); a study with many workload points runs a few of them.
 	Workloads []string
 	// Platforms, when set, names the platforms --quick keeps (in study
-	// order), the baseline among them: a study whose full form has slow
-	// rows (VM guests) runs without them. --platforms wins over it.
+	// order; the baseline among them), when a study's full set cannot fit
+	// a quick run's time. An explicit --platforms wins over it. The run
+	// says which platforms it left out (Study.QuickLeftOut).
 	Platforms []string
 }
 
@@ -163,6 +164,9 @@ type Study struct {
 	Platforms      []Platform
 	Workloads      []Workload
 	Quick          Quick
+	// QuickLeftOut names the platforms quick.platforms left out of this
+	// run (set by Apply with --quick), so that the run can say so.
+	QuickLeftOut []string
 	// Source names where the study came from ("studies/redis.yaml" for a
 	// built-in, else the path given); errors start with it.
 	Source string

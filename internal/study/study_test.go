@@ -478,7 +478,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	_, err = Load("nope", reg)
-	if want := "no built-in study or file named nope (built-in: aa, cost, "; err == nil || !strings.HasPrefix(err.Error(), want) {
+	if want := "no built-in study or file named nope (built-in: aa, auction, cost, "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Load(nope) = %v, want %s", err, want)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {

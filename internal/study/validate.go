@@ -375,7 +375,7 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	c.Platforms = slices.Clone(s.Platforms)
 	c.Workloads = slices.Clone(s.Workloads)
 	if o.Quick {
-		c.applyQuick()
+		c.applyQuick(len(o.Platforms) == 0)
 	}
 	if len(o.Platforms) > 0 {
 		// --platforms wins over quick.platforms, which then names
@@ -417,6 +417,16 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 			return err
 		}
 	}
+	if len(c.Quick.Platforms) > 0 {
+		// The quick block names only platforms the study still has.
+		var keep []string
+		for _, name := range c.Quick.Platforms {
+			if _, ok := c.Platform(name); ok {
+				keep = append(keep, name)
+			}
+		}
+		c.Quick.Platforms = keep
+	}
 	if err := c.Validate(reg); err != nil {
 		return err
 	}
@@ -427,8 +437,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	return nil
 }
 
-// applyQuick applies the quick block.
-func (s *Study) applyQuick() {
+// applyQuick applies the quick block; platforms says whether its
+// platforms apply (not when --platforms names them).
+func (s *Study) applyQuick(platforms bool) {
 	s.quick = true
 	q := s.Quick
 	if q.Rounds > 0 {
@@ -459,11 +470,13 @@ func (s *Study) applyQuick() {
 		}
 		s.Workloads = ws
 	}
-	if len(q.Platforms) > 0 {
+	if platforms && len(q.Platforms) > 0 {
 		var ps []Platform
 		for _, p := range s.Platforms {
 			if slices.Contains(q.Platforms, p.Name) {
 				ps = append(ps, p)
+			} else {
+				s.QuickLeftOut = append(s.QuickLeftOut, p.Name)
 			}
 		}
 		s.Platforms = ps

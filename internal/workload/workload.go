@@ -5,6 +5,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -312,4 +313,26 @@ func (r *Registry) Names() []string {
 		n = append(n, w.Name())
 	}
 	return n
+}
+
+// ErrUnitStopped is matched (errors.Is) by a trial's error after which the
+// same workload on the same platform cannot give a result in later rounds
+// either: its servers do not start there, its search finds no load that
+// passes. The engine stores the failed trial, runs no more trials of that
+// cell, says so with the run, and goes on with the other cells (a failure
+// that only this trial met is an ordinary error).
+var ErrUnitStopped = errors.New("no further trials of this workload on this platform")
+
+type unitStopped struct{ err error }
+
+func (u unitStopped) Error() string   { return u.err.Error() }
+func (u unitStopped) Unwrap() []error { return []error{u.err, ErrUnitStopped} }
+
+// StopUnit marks err as ending the trial's cell (ErrUnitStopped); its text
+// is err's own.
+func StopUnit(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unitStopped{err}
 }

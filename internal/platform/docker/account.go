@@ -11,7 +11,7 @@ import (
 )
 
 // containerCPU is what a container server's CPU time counts.
-const containerCPU = "the container's cgroup (Docker engine stats)"
+const containerCPU = "the container's cgroup (its cgroup files when the engine is local, else the engine's stats API)"
 
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string { return containerCPU }

@@ -26,7 +26,9 @@ var Chooser = map[string]string{
 // Step runs the user's next operation: HomePage at first and after
 // logout, then as the Markov chain Main chooses. A failed operation ends
 // the visit: the user drops its session (and the auctions it follows) and
-// starts again at HomePage as a new visitor.
+// starts again at HomePage as a new visitor. An operation cut off because
+// ctx ended is not a failure: the user keeps its state and chooses again
+// when it next steps (a driver pausing its users between runs).
 func (u *User) Step(ctx context.Context, rec Recorder) (bool, error) {
 	u.mu.Lock()
 	state := u.state
@@ -37,6 +39,9 @@ func (u *User) Step(ctx context.Context, rec Recorder) (bool, error) {
 	}
 	op := Ops[next].Name
 	err := rec.Do(ctx, op, u.op(op))
+	if err != nil && ctx.Err() != nil {
+		return true, err
+	}
 	u.mu.Lock()
 	u.state = next
 	u.mu.Unlock()

@@ -36,6 +36,12 @@ func NewAccounts(n int, seed uint64) *Accounts {
 	return a
 }
 
+// NewAccountsOf returns the pool of the given registered users (a driver
+// gives each simulated user a disjoint share of them).
+func NewAccountsOf(ids []int64, seed uint64) *Accounts {
+	return &Accounts{free: append([]int64(nil), ids...), r: rand.New(rand.NewPCG(seed, 0xacc))}
+}
+
 func (a *Accounts) take() (int64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -587,6 +587,10 @@ func saveRaw(dir, trial string, j platform.JobResult) (string, error) {
 	return p, nil
 }
 
+// ErrNoSpace is wrapped by the refusal of a file larger than the free disk:
+// the study is fine, this machine's disk is not big enough for it.
+var ErrNoSpace = errors.New("not enough free disk")
+
 // checkSpace fails when dir's file system lacks room for a file of size
 // bytes plus a margin (a tenth, and 64 MiB), saying the largest size that
 // fits; a dir that does not exist is not checked.
@@ -604,8 +608,8 @@ func checkSpace(dir string, size int64, given string) error {
 		if most >= 1<<30 {
 			most = most / (1 << 30) * (1 << 30)
 		}
-		return fmt.Errorf("fio: a %s file (size=%s) needs %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
-			human(size), given, human(need), dir, human(free), fioSize(most))
+		return fmt.Errorf("fio: %w: a %s file (size=%s) needs %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
+			ErrNoSpace, human(size), given, human(need), dir, human(free), fioSize(most))
 	}
 	return nil
 }
