@@ -147,6 +147,9 @@ func (a *app) cleanupCmd() *cobra.Command {
 			} else {
 				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
 			}
+			if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
+				sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
+			}
 			sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
 			sweepers = append(sweepers, cleanup.NetworkSweepers()...)
 			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
