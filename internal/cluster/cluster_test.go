@@ -289,7 +289,7 @@ func TestRenderedConfigs(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &cni) != nil {
 		t.Fatalf("CNI config: %v %s", err, b)
 	}
-	if !strings.Contains(string(b), `"bridge": "nn-k8s0"`) || !strings.Contains(string(b), `"type": "portmap"`) {
+	if !strings.Contains(string(b), `"dst": "10.96.0.0/24"`) || !strings.Contains(string(b), `"bridge": "nn-k8s0"`) || !strings.Contains(string(b), `"type": "portmap"`) {
 		t.Errorf("CNI config: %s", b)
 	}
 }

@@ -76,8 +76,9 @@ state = %q
 const CNIBinDir = "/usr/lib/cni"
 
 // CNIConfig is the pod network: a bridge (the cluster's own, which also
-// holds the node address) with host-local IPAM and portmap. No masquerade:
-// pods talk to the node and to each other only.
+// holds the node address) with host-local IPAM and portmap. No masquerade
+// and no default route: pods reach the node, each other, and Services
+// through the node, where kube-proxy's rules are.
 func (c Config) CNIConfig() ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
@@ -88,6 +89,9 @@ func (c Config) CNIConfig() ([]byte, error) {
 				"ipam": map[string]any{
 					"type":    "host-local",
 					"ranges":  [][]map[string]string{{{"subnet": c.PodCIDR, "gateway": c.NodeIP().String()}}},
+					// Services are reached through the node (kube-proxy's
+					// rules); nothing else leaves the pod subnet.
+					"routes": []map[string]string{{"dst": c.ServiceCIDR}},
 					"dataDir": c.path("cni", "ipam"),
 				},
 			},
