@@ -3,6 +3,8 @@
 #   sudo make quick   setup, then the quick Redis study with its table
 #   sudo make test    setup, then every test (unit and integration, real engine)
 #   sudo make bench   the statistical engine's trust benchmark (slow: minutes)
+#   sudo make cluster setup, then the local one-node Kubernetes cluster for the
+#                     k8s platforms (the first time builds Kubernetes: ~15 min)
 
 SHELL   := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -12,13 +14,23 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
 
-.PHONY: build setup quick test test-vm-docker unit bench vet clean
+.PHONY: build setup quick test test-vm-docker unit bench vet clean cluster cluster-down
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
 
 setup:
 	./scripts/setup.sh
+
+# The local Kubernetes cluster: setup does not build it. The first `up`
+# builds Kubernetes and etcd from the Go module proxy into the state
+# directory (about 15 minutes of CPU on two cores); later ones take seconds.
+# With the cluster up, `make test` also runs the k8s integration tests.
+cluster: setup
+	nearnative cluster up
+
+cluster-down:
+	nearnative cluster down
 
 quick: setup
 	nearnative run redis --quick

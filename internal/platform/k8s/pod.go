@@ -123,7 +123,7 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 		return nil, nil, err
 	}
 	grace := int64(stopGrace)
-	no := false
+	no, yes := false, true
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{
@@ -132,8 +132,11 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 			EnableServiceLinks:            &no,
 			AutomountServiceAccountToken:  &no,
 			HostNetwork:                   p.kind == HostNet,
-			DNSPolicy:                     corev1.DNSDefault,
-			Volumes:                       []corev1.Volume{{Name: "nn-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			// The sandbox's pause is PID 1 and reaps, as docker --init: a server
+			// that ignores SIGTERM as PID 1 (sockperf) still stops at once.
+			ShareProcessNamespace: &yes,
+			DNSPolicy:             corev1.DNSDefault,
+			Volumes:               []corev1.Volume{{Name: "nn-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
 	if node != "" {
