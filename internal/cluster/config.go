@@ -87,11 +87,11 @@ func (c Config) CNIConfig() ([]byte, error) {
 			map[string]any{
 				"type": "bridge", "bridge": c.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": c.PodCIDR, "gateway": c.NodeIP().String()}}},
+					"type":   "host-local",
+					"ranges": [][]map[string]string{{{"subnet": c.PodCIDR, "gateway": c.NodeIP().String()}}},
 					// Services are reached through the node (kube-proxy's
 					// rules); nothing else leaves the pod subnet.
-					"routes": []map[string]string{{"dst": c.ServiceCIDR}},
+					"routes":  []map[string]string{{"dst": c.ServiceCIDR}},
 					"dataDir": c.path("cni", "ipam"),
 				},
 			},
