@@ -365,16 +365,84 @@ func (c *Conn) CheckRBAC(ctx context.Context, kind string) error {
 
 // CheckImage says whether pods can get the image: on the local cluster it
 // is imported from Docker when missing (see ensureImage); elsewhere a node
-// must list it, or it must be pullable (then the first pod finds out, and
-// its error shows the pull events).
-func (c *Conn) CheckImage(ctx context.Context, ref string) error {
+// that lists it will do, else a probe pod in namespace ns must pull it (once
+// per image), so that an image the nodes cannot pull is named before the
+// first trial rather than in it.
+func (c *Conn) CheckImage(ctx context.Context, ref string, ns func(context.Context) (string, error)) error {
 	if c.local != nil {
 		if c.save == nil && !c.local.HasImage(ctx, ref) {
 			return platform.Unavailablef("image %s is not on the local node and no Docker engine can provide it: `nearnative cluster up --image %s`", ref, ref)
 		}
 		return nil
 	}
-	return nil
+	f, err := c.Facts(ctx)
+	if err != nil {
+		return err
+	}
+	if c.NodeHasImage(ctx, f.Node, ref) {
+		return nil
+	}
+	c.mu.Lock()
+	err, done := c.imported[ref]
+	c.mu.Unlock()
+	if done {
+		return err
+	}
+	namespace, err := ns(ctx)
+	if err == nil {
+		err = c.probePull(ctx, namespace, f.Node, ref)
+	}
+	c.mu.Lock()
+	c.imported[ref] = err
+	c.mu.Unlock()
+	return err
+}
+
+// pullTimeout bounds the image probe (a cold pull of the workload image).
+var pullTimeout = 10 * time.Minute
+
+// probePull runs a pod that only pulls ref on node and exits; an image the
+// node cannot pull makes the platform unavailable, with the kubelet's reason.
+func (c *Conn) probePull(ctx context.Context, ns, node, ref string) error {
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nn-image-probe", Namespace: ns, Labels: map[string]string{LabelRun: "probe"}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no,
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			Containers:   []corev1.Container{{Name: "probe", Image: ref, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}}},
+	}
+	pods := c.cs.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the image probe pod in %s: %w", ns, err)
+	}
+	defer func() {
+		zero := int64(0)
+		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}()
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	for {
+		po, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("the image probe pod: %w", err)
+		}
+		for _, st := range po.Status.ContainerStatuses {
+			if w := st.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" || w.Reason == "InvalidImageName") {
+				return platform.Unavailablef("node %s cannot pull image %s: %s: %s; push it to a registry the nodes can reach and pass --image REF, or load it on the nodes", node, ref, w.Reason, oneLine(w.Message))
+			}
+			if st.State.Terminated != nil || st.State.Running != nil {
+				return nil // pulled
+			}
+		}
+		if po.Status.Phase == corev1.PodSucceeded || po.Status.Phase == corev1.PodFailed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return platform.Unavailablef("node %s did not pull image %s within %v", node, ref, pullTimeout)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ensureImage imports ref into the local node once per connection.

@@ -135,7 +135,7 @@ func (p *platformImpl) Check(ctx context.Context) error {
 	if err := p.conn.CheckRBAC(ctx, p.kind); err != nil {
 		return err
 	}
-	if err := p.conn.CheckImage(ctx, p.env.Image); err != nil {
+	if err := p.conn.CheckImage(ctx, p.env.Image, p.namespace); err != nil {
 		return err
 	}
 	if p.kind == Guaranteed {

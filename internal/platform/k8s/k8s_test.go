@@ -278,6 +278,7 @@ func TestCheck(t *testing.T) {
 		{"guaranteed without the static CPU manager", Guaranteed, func(f *fakeCluster) { f.cpuManager = "none" }, `policy "none"`},
 		{"rights missing", Service, func(f *fakeCluster) { f.denied["create services"] = true; f.denied["create pods"] = true }, "may not create pods, create services"},
 		{"hostnet on a remote node", HostNet, func(*fakeCluster) {}, "needs the node to be this machine"},
+		{"image the node cannot pull", Pod, func(f *fakeCluster) { f.waiting = "ErrImagePull" }, "cannot pull image nearnative/workload:test: ErrImagePull"},
 		{"no ready node", Pod, func(f *fakeCluster) {
 			n, _ := f.cs.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
 			n.Status.Conditions[0].Status = corev1.ConditionFalse
