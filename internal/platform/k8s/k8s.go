@@ -71,6 +71,9 @@ const (
 	LabelPlatform = "nearnative.platform"
 )
 
+// podSecurityEnforce is Pod Security admission's namespace label.
+const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
+
 // Timeouts.
 const (
 	// podReadyTimeout bounds how long a pod may take to run its containers
@@ -154,8 +157,13 @@ func (p *platformImpl) Check(ctx context.Context) error {
 func (p *platformImpl) namespace(ctx context.Context) (string, error) {
 	p.nsOnce.Do(func() {
 		p.ns = NamespaceName(p.env.Run, p.name)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns,
-			Labels: map[string]string{LabelRun: string(p.env.Run), LabelPlatform: dnsLabel(p.name)}}}
+		labels := map[string]string{LabelRun: string(p.env.Run), LabelPlatform: dnsLabel(p.name)}
+		if p.kind == HostNet {
+			// hostNetwork pods pass Pod Security admission only at the
+			// privileged level; say so where a cluster enforces a lower one.
+			labels[podSecurityEnforce] = "privileged"
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.ns, Labels: labels}}
 		_, err := p.conn.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 		if err != nil {
 			p.nsErr = fmt.Errorf("%s: creating namespace %s: %w", p.name, p.ns, err)

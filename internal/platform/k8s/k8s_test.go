@@ -175,6 +175,10 @@ func TestStartEachKind(t *testing.T) {
 			}
 			pod := pods.Items[0]
 			c := pod.Spec.Containers[0]
+			nsObj, _ := f.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if psa := nsObj.Labels[podSecurityEnforce]; (psa == "privileged") != (tc.kind == HostNet) || nsObj.Labels[LabelRun] != string(testRun) {
+				t.Errorf("namespace labels %v", nsObj.Labels)
+			}
 			if pod.Spec.HostNetwork != (tc.kind == HostNet) {
 				t.Errorf("hostNetwork %v", pod.Spec.HostNetwork)
 			}
