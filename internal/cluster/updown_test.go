@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -29,6 +32,7 @@ func snapshot(t *testing.T, c Config) hostSnapshot {
 		t.Fatal(err)
 	}
 	_, bridgeErr := run(context.Background(), "ip", "link", "show", c.Bridge)
+	h.Links = ownLinks(t, c)
 	return hostSnapshot{Host: h, Mounts: mountPoints(c.RunDir(), "/var/lib/kubelet"), Processes: c.markedPids(),
 		Cgroups: cgroupDirs("kubepods"), Bridge: bridgeErr == nil}
 }
@@ -71,7 +75,35 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	if st := c.Status(ctx); !st.Up() {
 		t.Fatalf("after Up: %s", st)
 	}
+	// A pod, so that Down has a sandbox, a veth, a netns and shims to
+	// remove; it runs the sandbox image, the one image the node has.
+	cs, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	never := false
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "updown", Namespace: "default"},
+		Spec: corev1.PodSpec{AutomountServiceAccountToken: &never,
+			Containers: []corev1.Container{{Name: "c", Image: PauseImage, ImagePullPolicy: corev1.PullNever}}}}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ctx, nil, time.Minute, func(ctx context.Context) error {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "updown", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod %s", p.Status.Phase)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("a pod on the fresh node: %v\n%s", err, c.logTail("kubelet", 20))
+	}
 	during := snapshot(t, c)
+	if len(during.Host.Links) <= len(before.Host.Links)+1 {
+		t.Errorf("no veth for the pod: links %v", during.Host.Links)
+	}
 	if !during.Bridge || len(during.Processes) < 7 || len(during.Mounts) == 0 {
 		t.Errorf("the running cluster shows no bridge, %d marked processes, %d mounts: the snapshot cannot see what Down must remove", len(during.Processes), len(during.Mounts))
 	}
@@ -90,6 +122,34 @@ func TestUpDownLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.LogDir(), "kubelet.log")); err != nil {
 		t.Errorf("the components' logs should stay for reading: %v", err)
 	}
+}
+
+// ownLinks are the links the cluster could have made or left: those on no
+// bridge or on the cluster's. Links on other bridges (Docker's veths, which
+// other tests add and remove meanwhile) are not the cluster's business.
+func ownLinks(t *testing.T, c Config) []string {
+	t.Helper()
+	out, err := run(context.Background(), "ip", "-o", "link", "show")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		master := ""
+		for i := range f[:len(f)-1] {
+			if f[i] == "master" {
+				master = f[i+1]
+			}
+		}
+		if master == "" || master == c.Bridge {
+			links = append(links, strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	return links
 }
 
 func diff(a, b hostSnapshot) []string {
