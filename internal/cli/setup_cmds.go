@@ -67,6 +67,9 @@ func (a *app) platformsCmd() *cobra.Command {
 						err = ch.Check(ctx)
 					}
 				}
+				if c, ok := p.(platform.Closer); ok && p != nil {
+					c.Close() // a k8s platform's Check may have made its namespace
+				}
 				if err == nil && imgErr != nil && info.Name != platform.Native {
 					err = imgErr
 				}
