@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
 
-.PHONY: build setup quick test test-vm-docker unit bench vet clean cluster cluster-down
+.PHONY: build setup quick test test-vm-docker unit bench vet clean cluster cluster-down test-cluster-down
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
@@ -31,6 +31,13 @@ cluster: setup
 
 cluster-down:
 	nearnative cluster down
+
+# Brings the local cluster up (from the built binaries) with a pod on it,
+# takes it down, and checks that nothing is left: processes, mounts, links,
+# iptables chains, nftables tables, sysctls, cgroups, directories. The
+# cluster must be down before (the test will not take down one in use).
+test-cluster-down:
+	NEARNATIVE_CLUSTER_UPDOWN=1 $(GO) test -count=1 -v -run TestUpDownLeavesNothing ./internal/cluster/
 
 quick: setup
 	nearnative run redis --quick
