@@ -13,6 +13,7 @@ import (
 
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,6 +86,20 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 			}
 		}
 		return false, nil, nil
+	})
+	// The endpoint slice controller: every Service's pods are ready endpoints.
+	f.cs.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ns := a.GetNamespace()
+		pods, _ := f.cs.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), ns)
+		sl := discoveryv1.EndpointSlice{}
+		// The typed fake filters by the selector: label the slice with it.
+		if req, ok := a.(k8stesting.ListAction).GetListRestrictions().Labels.RequiresExactMatch(discoveryv1.LabelServiceName); ok {
+			sl.Labels = map[string]string{discoveryv1.LabelServiceName: req}
+		}
+		for _, p := range pods.(*corev1.PodList).Items {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.Status.PodIP}})
+		}
+		return true, &discoveryv1.EndpointSliceList{Items: []discoveryv1.EndpointSlice{sl}}, nil
 	})
 	f.cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -313,7 +315,96 @@ func (p *platformImpl) createPod(ctx context.Context, trial, group string, membe
 	if err := pd.waitRunning(ctx); err != nil {
 		return nil, err
 	}
+	if err := pd.waitServices(ctx); err != nil {
+		return nil, err
+	}
 	return pd, nil
+}
+
+// serviceTimeout bounds waiting for kube-proxy to route a new Service.
+const serviceTimeout = 30 * time.Second
+
+// waitServices waits until every Service of the pod has the pod as a ready
+// endpoint and, on the local node, until kube-proxy's rules send the
+// ClusterIP to it. Until then a connection to the ClusterIP is refused, and
+// a client that is its own readiness probe (iperf3, which serves one client
+// at a time) can be caught half-way by the rules' arrival: its server was
+// then left stalled after a few hundred kilobytes.
+func (pd *pod) waitServices(ctx context.Context) error {
+	pd.mu.Lock()
+	svcs := make([]*corev1.Service, 0, len(pd.services))
+	for _, s := range pd.services {
+		svcs = append(svcs, s)
+	}
+	pd.mu.Unlock()
+	for _, svc := range svcs {
+		err := poll(ctx, serviceTimeout, func(ctx context.Context) error {
+			if err := pd.endpointReady(ctx, svc.Name); err != nil {
+				return err
+			}
+			if pd.p.conn.local != nil {
+				return kubeProxyRoutes(ctx, svc.Spec.ClusterIP)
+			}
+			return nil
+		})
+		if err != nil {
+			return pd.failure(ctx, fmt.Errorf("Service %s: %w", svc.Name, err))
+		}
+	}
+	return nil
+}
+
+// endpointReady returns nil once an EndpointSlice of the Service lists the
+// pod's address as ready.
+func (pd *pod) endpointReady(ctx context.Context, svc string) error {
+	l, err := pd.p.conn.cs.DiscoveryV1().EndpointSlices(pd.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return err
+	}
+	for _, sl := range l.Items {
+		for _, ep := range sl.Endpoints {
+			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+			for _, a := range ep.Addresses {
+				if ready && (a == pd.ip || pd.p.kind == HostNet) {
+					return nil
+				}
+			}
+		}
+	}
+	return errors.New("the pod is not a ready endpoint yet")
+}
+
+// kubeProxyRoutes returns nil once the node's nat table sends clusterIP to
+// a Service chain (kube-proxy in iptables mode; other modes are not
+// checked).
+func kubeProxyRoutes(ctx context.Context, clusterIP string) error {
+	out, err := exec.CommandContext(ctx, "iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").Output()
+	if err != nil {
+		return nil // no iptables here, or another proxy mode: nothing to wait for
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "-d "+clusterIP+"/32") && strings.Contains(line, "-j KUBE-SVC-") {
+			return nil
+		}
+	}
+	return fmt.Errorf("kube-proxy has no rule for %s yet", clusterIP)
+}
+
+// poll calls check until it returns nil or timeout passes.
+func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not routed within %v: %w", timeout, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // createService makes the Service of a member: NodePort for entry servers
