@@ -6,6 +6,8 @@
 #                     simulation, then A/A, power and injected cost on this
 #                     machine (slow: the machine ones take an hour or more)
 #   make bench-sim    only the interval simulation (pure CPU, deterministic)
+#   sudo make cluster setup, then the local one-node Kubernetes cluster for the
+#                     k8s platforms (the first time builds Kubernetes: ~15 min)
 
 SHELL   := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -15,13 +17,30 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
 
-.PHONY: build setup quick test test-vm-docker unit bench bench-sim bench-machine vet clean
+.PHONY: build setup quick test test-vm-docker unit bench bench-sim bench-machine vet clean cluster cluster-down test-cluster-down
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
 
 setup:
 	./scripts/setup.sh
+
+# The local Kubernetes cluster: setup does not build it. The first `up`
+# builds Kubernetes and etcd from the Go module proxy into the state
+# directory (about 15 minutes of CPU on two cores); later ones take seconds.
+# With the cluster up, `make test` also runs the k8s integration tests.
+cluster: setup
+	nearnative cluster up
+
+cluster-down:
+	nearnative cluster down
+
+# Brings the local cluster up (from the built binaries) with a pod on it,
+# takes it down, and checks that nothing is left: processes, mounts, links,
+# iptables chains, nftables tables, sysctls, cgroups, directories. The
+# cluster must be down before (the test will not take down one in use).
+test-cluster-down:
+	NEARNATIVE_CLUSTER_UPDOWN=1 $(GO) test -count=1 -v -run TestUpDownLeavesNothing ./internal/cluster/
 
 quick: setup
 	nearnative run redis --quick

@@ -34,6 +34,9 @@ PACKAGES=(
   # (the VM guest kernel is not installed: vm-kernel.sh below unpacks it)
   docker.io qemu-system-x86 qemu-utils kmod debootstrap
   iproute2 iptables bridge-utils openvswitch-switch
+  # the local Kubernetes node (`nearnative cluster up`, not run by setup): a
+  # private containerd with CRI, the CNI plugins, nft to remove empty tables
+  containerd runc containernetworking-plugins nftables
   # what setup itself uses
   ca-certificates curl unzip git make procps util-linux e2fsprogs
   chromium  # headless browser: the HTML report test renders the report in it

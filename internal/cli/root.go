@@ -74,6 +74,7 @@ type app struct {
 	stdout, stderr io.Writer
 	dir            state.Dir
 	db             string
+	kubeconfig     string
 	reg            *workload.Registry
 }
 
@@ -166,6 +167,8 @@ with a 95% confidence interval.`,
 		defaultDB = env
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", defaultDB, "result database: a SQLite file or a postgres:// DSN (env NEARNATIVE_DB)")
+	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of `nearnative cluster up`)")
+	root.PersistentPreRunE = a.applyKubeconfig
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath()))
 	})
@@ -173,6 +176,7 @@ with a 95% confidence interval.`,
 		a.versionCmd(), a.doctorCmd(), a.platformsCmd(), a.imageCmd(), a.cleanupCmd(),
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
 		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
+		a.clusterCmd(),
 	)
 	badInputArgs(root)
 	// An unknown command is found before any command runs: Find's error is

@@ -67,6 +67,9 @@ func (a *app) platformsCmd() *cobra.Command {
 						err = ch.Check(ctx)
 					}
 				}
+				if c, ok := p.(platform.Closer); ok && p != nil {
+					c.Close() // a k8s platform's Check may have made its namespace
+				}
 				if err == nil && imgErr != nil && info.Name != platform.Native {
 					err = imgErr
 				}
@@ -146,6 +149,9 @@ func (a *app) cleanupCmd() *cobra.Command {
 				sweepers = append(sweepers, cleanup.Containers{Engine: eng})
 			} else {
 				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
+			}
+			if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
+				sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
 			}
 			sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
 			sweepers = append(sweepers, cleanup.NetworkSweepers()...)

@@ -72,6 +72,8 @@ func Run(ctx context.Context, o Options) []Check {
 		cs = append(cs, imageChecks(ctx, eng, o)...)
 	}
 
+	cs = append(cs, kubernetesChecks(ctx, eng, o)...)
+
 	tools := sysinfo.ToolVersions(ctx)
 	for _, t := range tools {
 		c := Check{Name: "tool " + t.Name, Status: OK, Detail: strings.TrimSpace(t.Package + " " + t.Version)}

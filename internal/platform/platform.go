@@ -41,6 +41,16 @@ const (
 	Macvlan       = "macvlan"
 )
 
+// Kubernetes platforms (package platform/k8s): servers in pods of a cluster,
+// reached through the path each names.
+const (
+	K8sPod        = "k8s-pod"
+	K8sService    = "k8s-service"
+	K8sNodePort   = "k8s-nodeport"
+	K8sHostNet    = "k8s-hostnet"
+	K8sGuaranteed = "k8s-guaranteed"
+)
+
 // Listen tells a workload where its server must listen on a platform.
 type Listen struct {
 	// Host is the address the server binds (127.0.0.1 natively and on the
@@ -381,6 +391,11 @@ func Builtin() []Info {
 		{VM, "QEMU guest (KVM when it boots, else \"emulated (TCG), not comparable\") booted from the workload image; client via the guest's address on a private bridge"},
 		{VMDocker, "container in the Docker engine of a QEMU guest (as vm), port published on the guest's address (DNAT inside the guest)"},
 		{VMDockerHost, "container on the host network of a QEMU guest's Docker engine (as vm); client via the guest's address"},
+		{K8sPod, "Kubernetes pod from the workload image; client to the pod IP through the CNI"},
+		{K8sService, "Kubernetes pod behind a ClusterIP Service; client to the ClusterIP through kube-proxy"},
+		{K8sNodePort, "Kubernetes pod behind a NodePort Service; client to the node's address and node port through kube-proxy"},
+		{K8sHostNet, "Kubernetes pod on the node's host network (hostNetwork); client via 127.0.0.1"},
+		{K8sGuaranteed, "Kubernetes Guaranteed pod (integer CPUs, requests = limits) on a node with the static CPU manager: exclusive cores; client to the pod IP"},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/k8s"
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/platform/netns"
 	"github.com/nearnative/nearnative/internal/platform/vm"
@@ -29,6 +32,30 @@ type Engine struct {
 	eng *docker.Engine
 	err error
 	try bool
+
+	kube    *k8s.Conn
+	kubeErr error
+	kubeTry bool
+}
+
+// Kube connects to the Kubernetes cluster on first use: the kubeconfig of
+// KUBECONFIG (or --kubeconfig), else the local cluster of dir's. On the local
+// cluster the workload image is imported from Docker when a pod first needs
+// it.
+func (e *Engine) Kube(ctx context.Context, dir state.Dir) (*k8s.Conn, error) {
+	if !e.kubeTry {
+		e.kubeTry = true
+		local := cluster.DefaultConfig(dir)
+		save := func(ctx context.Context, ref string) (io.ReadCloser, error) {
+			eng, err := e.Get(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return eng.API().ImageSave(ctx, []string{ref})
+		}
+		e.kube, e.kubeErr = k8s.Connect(k8s.KubeconfigPath("", local), local, save)
+	}
+	return e.kube, e.kubeErr
 }
 
 // Get returns the connected engine, connecting on the first call. A
@@ -166,6 +193,12 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 			}
 			return eng.API(), nil
 		})
+	case platform.K8sPod, platform.K8sService, platform.K8sNodePort, platform.K8sHostNet, platform.K8sGuaranteed:
+		conn, err := engine.Kube(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		return k8s.New(sp.Base, sp.Name, env, conn, sp.Options)
 	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
 		eng, err := engine.Get(ctx)
 		if err != nil {

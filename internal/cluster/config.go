@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// APIServerURL is where the API server answers: the node address on the
+// cluster's bridge.
+func (c Config) APIServerURL() string {
+	return "https://" + net.JoinHostPort(c.NodeIP().String(), strconv.Itoa(APIServerPort))
+}
+
+func (c Config) pki(name string) string { return c.path("pki", name) }
+
+// writeKubeconfig writes a kubeconfig for the identity whose certificate is
+// pki/<identity>.crt.
+func (c Config) writeKubeconfig(path, identity string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["nearnative"] = &clientcmdapi.Cluster{Server: c.APIServerURL(), CertificateAuthority: c.pki("ca.crt")}
+	cfg.AuthInfos[identity] = &clientcmdapi.AuthInfo{ClientCertificate: c.pki(identity + ".crt"), ClientKey: c.pki(identity + ".key")}
+	cfg.Contexts["nearnative"] = &clientcmdapi.Context{Cluster: "nearnative", AuthInfo: identity}
+	cfg.CurrentContext = "nearnative"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("cluster: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// ContainerdConfig is the private containerd's configuration: its own root,
+// state and socket; CRI with runc on cgroupfs, the locally built pause
+// image, and restrict_oom_score_adj (root lacks CAP_SYS_RESOURCE on these
+// machines, so runc cannot lower a sandbox's oom_score_adj without it).
+func (c Config) ContainerdConfig() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+`, c.path("containerd", "root"), c.path("containerd", "state"), c.ContainerdSocket(), c.ContainerdSocket()+".ttrpc",
+		PauseImage, c.path("containerd", "runc"), CNIBinDir, c.path("cni", "net.d"))
+}
+
+// CNIBinDir is where Debian's containernetworking-plugins installs.
+const CNIBinDir = "/usr/lib/cni"
+
+// CNIConfig is the pod network: a bridge (the cluster's own, which also
+// holds the node address) with host-local IPAM and portmap. No masquerade
+// and no default route: pods reach the node, each other, and Services
+// through the node, where kube-proxy's rules are.
+func (c Config) CNIConfig() ([]byte, error) {
+	conf := map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "nearnative",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": c.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type":   "host-local",
+					"ranges": [][]map[string]string{{{"subnet": c.PodCIDR, "gateway": c.NodeIP().String()}}},
+					// Services are reached through the node (kube-proxy's
+					// rules); nothing else leaves the pod subnet.
+					"routes":  []map[string]string{{"dst": c.ServiceCIDR}},
+					"dataDir": c.path("cni", "ipam"),
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	return json.MarshalIndent(conf, "", "  ")
+}
+
+// KubeletConfig is kubelet's configuration file: cgroupfs, its own
+// directories, no image garbage collection, eviction thresholds low enough
+// for a small disk, the static CPU manager with CPU 0 reserved, and the
+// server on the node address only.
+func (c Config) KubeletConfig() string {
+	cpu := "cpuManagerPolicy: none\n"
+	if c.CPUManager == "static" {
+		cpu = "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n"
+	}
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+cgroupDriver: cgroupfs
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%%
+  nodefs.inodesFree: 1%%
+  imagefs.available: 1%%
+%sresolvConf: /etc/resolv.conf
+serializeImagePulls: false
+rotateCertificates: false
+serverTLSBootstrap: false
+maxPods: 110
+`, c.NodeIP(), c.pki("ca.crt"), c.pki("kubelet.crt"), c.pki("kubelet.key"), c.ContainerdSocket(),
+		c.path("kubelet", "pod-logs"), cpu)
+}
+
+// KubeProxyConfig is kube-proxy's configuration: iptables mode, NodePorts on
+// the node address only; route_localnet, nf_conntrack_max and the conntrack
+// TCP timeouts left alone (zero means "do not set").
+func (c Config) KubeProxyConfig() string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection:
+  kubeconfig: %s
+hostnameOverride: %s
+clusterCIDR: %s
+bindAddress: %s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: ["%s/32"]
+iptables:
+  localhostNodePorts: false
+  masqueradeAll: false
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, c.path("kube-proxy.kubeconfig"), c.NodeName, c.PodCIDR, c.NodeIP(), c.NodeIP())
+}
+
+// component is one process of the cluster.
+type component struct {
+	name string
+	argv []string
+	// ready probes it; nil: none.
+	readyURL string
+}
+
+// components lists the processes in start order with their arguments.
+func (c Config) components(bins Binaries) []component {
+	node := c.NodeIP().String()
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(EtcdClientPort)
+	return []component{
+		{name: "containerd", argv: []string{ContainerdBinary, "--config", c.path("containerd", "config.toml")}},
+		{name: "etcd", argv: []string{bins["etcd"], "--name", "nearnative", "--data-dir", c.path("etcd"),
+			"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+			"--listen-peer-urls", "http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
+			"--initial-advertise-peer-urls", "http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
+			"--initial-cluster", "nearnative=http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
+			"--listen-metrics-urls", "", "--log-level", "warn"}},
+		{name: "kube-apiserver", argv: []string{bins["kube-apiserver"],
+			"--etcd-servers", etcdURL,
+			"--bind-address", node, "--advertise-address", node, "--secure-port", strconv.Itoa(APIServerPort),
+			"--service-cluster-ip-range", c.ServiceCIDR,
+			"--tls-cert-file", c.pki("apiserver.crt"), "--tls-private-key-file", c.pki("apiserver.key"),
+			"--client-ca-file", c.pki("ca.crt"),
+			"--kubelet-client-certificate", c.pki("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key", c.pki("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority", c.pki("ca.crt"),
+			"--kubelet-preferred-address-types", "InternalIP",
+			"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file", c.pki("sa.pub"),
+			"--service-account-signing-key-file", c.pki("sa.key"),
+			"--authorization-mode", "Node,RBAC",
+			"--enable-admission-plugins", "NodeRestriction",
+			"--profiling=false", "--v=1"},
+			readyURL: c.APIServerURL() + "/readyz"},
+		{name: "kube-controller-manager", argv: []string{bins["kube-controller-manager"],
+			"--kubeconfig", c.path("controller-manager.kubeconfig"),
+			"--authentication-kubeconfig", c.path("controller-manager.kubeconfig"),
+			"--authorization-kubeconfig", c.path("controller-manager.kubeconfig"),
+			"--bind-address", "127.0.0.1",
+			"--service-account-private-key-file", c.pki("sa.key"), "--root-ca-file", c.pki("ca.crt"),
+			"--use-service-account-credentials", "--service-cluster-ip-range", c.ServiceCIDR,
+			"--leader-elect=false", "--profiling=false", "--v=1"}},
+		{name: "kube-scheduler", argv: []string{bins["kube-scheduler"],
+			"--kubeconfig", c.path("scheduler.kubeconfig"),
+			"--authentication-kubeconfig", c.path("scheduler.kubeconfig"),
+			"--authorization-kubeconfig", c.path("scheduler.kubeconfig"),
+			"--bind-address", "127.0.0.1", "--leader-elect=false", "--profiling=false", "--v=1"}},
+		{name: "kubelet", argv: []string{bins["kubelet"],
+			"--config", c.path("kubelet", "config.yaml"), "--kubeconfig", c.path("kubelet.kubeconfig"),
+			"--root-dir", c.path("kubelet", "root"), "--hostname-override", c.NodeName, "--node-ip", node,
+			"--v=1"}},
+		{name: "kube-proxy", argv: []string{bins["kube-proxy"], "--config", c.path("kube-proxy.yaml"), "--v=1"}},
+	}
+}
+
+// ContainerdBinary is Debian's containerd (package containerd).
+const ContainerdBinary = "/usr/bin/containerd"
+
+// CtrBinary is containerd's command-line client, used to import images.
+const CtrBinary = "/usr/bin/ctr"
+
+// writeConfigs writes every configuration file and kubeconfig.
+func (c Config) writeConfigs() error {
+	for _, d := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pod-logs", "logs", "pids"} {
+		if err := os.MkdirAll(c.path(filepath.FromSlash(d)), 0o755); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
+	cni, err := c.CNIConfig()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		c.path("containerd", "config.toml"):              []byte(c.ContainerdConfig()),
+		c.path("cni", "net.d", "10-nearnative.conflist"): cni,
+		c.path("kubelet", "config.yaml"):                 []byte(c.KubeletConfig()),
+		c.path("kube-proxy.yaml"):                        []byte(c.KubeProxyConfig()),
+	}
+	for path, b := range files {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return fmt.Errorf("cluster: writing %s: %w", path, err)
+		}
+	}
+	for file, id := range map[string]string{
+		"admin.kubeconfig": "admin", "controller-manager.kubeconfig": "controller-manager",
+		"scheduler.kubeconfig": "scheduler", "kube-proxy.kubeconfig": "kube-proxy", "kubelet.kubeconfig": "kubelet-client",
+	} {
+		if err := c.writeKubeconfig(c.path(file), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
