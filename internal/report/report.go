@@ -263,8 +263,6 @@ func num(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	case a >= 1:
 		return fmt.Sprintf("%.3f", v)
-	case a == 0:
-		return "0"
 	default:
 		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4g", v), "0"), ".")
 	}

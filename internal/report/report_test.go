@@ -167,14 +167,3 @@ func TestWarningsList(t *testing.T) {
 		t.Errorf("%d lines for %d warnings (%d kinds):\n%s", len(lines), len(res.Warnings), len(res.Warnings.Summary()), b.String())
 	}
 }
-
-func TestNum(t *testing.T) {
-	for _, tt := range []struct {
-		v    float64
-		want string
-	}{{0, "0"}, {0.5, "0.5"}, {0.01234, "0.01234"}, {1, "1.000"}, {250, "250.0"}, {12345, "12345"}, {-0.25, "-0.25"}} {
-		if got := num(tt.v); got != tt.want {
-			t.Errorf("num(%g) = %q, want %q", tt.v, got, tt.want)
-		}
-	}
-}

@@ -217,6 +217,7 @@ func (u *simUser) Run(ctx context.Context, rec driver.Recorder, p *driver.Pacer)
 	}
 	return nil
 }
+
 // named records through the driver and keeps the name of the operation a
 // step ran, for the pacer's per-operation rules.
 type named struct {
