@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/cluster"
-	"github.com/nearnative/nearnative/internal/platform/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
 	"github.com/nearnative/nearnative/internal/platformset"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"

@@ -17,11 +17,11 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/k8s"
-	"github.com/nearnative/nearnative/internal/platform/native"
-	"github.com/nearnative/nearnative/internal/platform/netns"
-	"github.com/nearnative/nearnative/internal/platform/vm"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/native"
+	"github.com/nearnative/nearnative/internal/platforms/netns"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )

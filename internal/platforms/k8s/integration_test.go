@@ -15,7 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"

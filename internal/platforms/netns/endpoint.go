@@ -23,7 +23,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
