@@ -136,6 +136,20 @@ func prefix(s, what string) (*net.IPNet, error) {
 // gateway on the cluster's bridge.
 func (c Config) NodeIP() net.IP { return nthIP(c.PodCIDR, 1) }
 
+// BridgeMAC is the bridge's fixed hardware address: locally administered
+// and unicast (02:6e:6e, then the node address's last three bytes). A Linux
+// bridge without an address of its own takes the lowest of its ports' and
+// changes it as pods' veths come and go (deleting one pod changed it here),
+// so a pod's ARP entry for the node address could name a MAC no port has;
+// docker0 keeps a fixed address too.
+func (c Config) BridgeMAC() net.HardwareAddr {
+	ip := c.NodeIP().To4()
+	if ip == nil {
+		return nil
+	}
+	return net.HardwareAddr{0x02, 0x6e, 0x6e, ip[1], ip[2], ip[3]}
+}
+
 // ServiceIP is the ClusterIP of the kubernetes Service (first of the range).
 func (c Config) ServiceIP() net.IP { return nthIP(c.ServiceCIDR, 1) }
 

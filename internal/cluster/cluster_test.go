@@ -57,6 +57,13 @@ func TestAddresses(t *testing.T) {
 	if got := c.ServiceIP().String(); got != "10.96.0.1" {
 		t.Errorf("ServiceIP = %s, want 10.96.0.1", got)
 	}
+	mac := c.BridgeMAC()
+	if got := mac.String(); got != "02:6e:6e:f4:00:01" {
+		t.Errorf("BridgeMAC = %s, want 02:6e:6e:f4:00:01", got)
+	}
+	if mac[0]&0x02 == 0 || mac[0]&0x01 != 0 {
+		t.Errorf("BridgeMAC %s is not a locally administered unicast address", mac)
+	}
 	if got := c.APIServerURL(); got != "https://10.244.0.1:6443" {
 		t.Errorf("APIServerURL = %s", got)
 	}

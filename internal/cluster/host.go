@@ -153,7 +153,8 @@ func linkNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// makeBridge creates the cluster's bridge with the node address, and lets
+// makeBridge creates the cluster's bridge with the node address and a fixed
+// MAC (BridgeMAC: pods' ARP entries for the node stay right), and lets
 // frames between pods through the FORWARD chain (Docker sets its policy to
 // DROP, and bridged frames pass iptables when br_netfilter is loaded).
 func (c Config) makeBridge(ctx context.Context) error {
@@ -163,7 +164,7 @@ func (c Config) makeBridge(ctx context.Context) error {
 	}
 	ones, _ := pod.Mask.Size()
 	steps := [][]string{
-		{"ip", "link", "add", c.Bridge, "type", "bridge"},
+		{"ip", "link", "add", c.Bridge, "address", c.BridgeMAC().String(), "type", "bridge"},
 		{"ip", "addr", "add", fmt.Sprintf("%s/%d", c.NodeIP(), ones), "dev", c.Bridge},
 		{"ip", "link", "set", c.Bridge, "up"},
 		{"iptables", "-w", "-I", "FORWARD", "-i", c.Bridge, "-m", "comment", "--comment", ClusterLabel, "-j", "ACCEPT"},

@@ -2,9 +2,11 @@ package k8s_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,5 +202,70 @@ func TestHAProxyInFrontOfTwoRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestIperf3ThroughNewService runs iperf3 through the ClusterIP of a Service
+// as soon as Start returns, as the tcp-stream workload does (its client is
+// its own readiness probe). Before Start waited for the EndpointSlice and
+// kube-proxy's rule, a client that connected while the rules arrived stalled
+// after about 207 KB and was cut off by its timeout; every attempt here must
+// carry real traffic. Each attempt gets a fresh pod and Service.
+func TestIperf3ThroughNewService(t *testing.T) {
+	conn, ref := liveConn(t)
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("needs iperf3 on the host")
+	}
+	run := runid.New()
+	defer noNamespaces(t, conn, run)
+	p, err := k8s.New(k8s.Service, k8s.Service, platform.Env{Run: run, Image: ref, LogDir: t.TempDir(), Log: testenv.Log{T: t}}, conn, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.(platform.Closer).Close()
+	spec := platform.Spec{Name: "iperf3", Ports: []string{"iperf3"}, Command: func(l platform.Listen) []string {
+		return []string{"iperf3", "--server", "--bind", l.Host, "--port", strconv.Itoa(l.Port("iperf3"))}
+	}}
+	// With the wait taken out, 1 of 4 and then 3 of 6 attempts stalled.
+	for i := 0; i < 6; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		srv, err := p.Start(ctx, fmt.Sprintf("it-iperf3-%d", i), spec)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		host, port, _ := net.SplitHostPort(srv.Addr("iperf3"))
+		var out []byte
+		for attempt := 0; ; attempt++ {
+			// A stalled test would run until iperf3's own idle timeouts
+			// (about 40 s): cut it off well before.
+			actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+			out, err = exec.CommandContext(actx, "iperf3", "--client", host, "--port", port, "--time", "1", "--json").Output()
+			acancel()
+			// iperf3 3.12 may exit 0 with "unable to connect" in its JSON.
+			if !strings.Contains(string(out), "unable to connect") || attempt == 20 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		var rep struct {
+			End struct {
+				SumReceived struct {
+					Bytes float64 `json:"bytes"`
+				} `json:"sum_received"`
+			} `json:"end"`
+			Error string `json:"error"`
+		}
+		jerr := json.Unmarshal(out, &rep)
+		if err != nil || jerr != nil || rep.Error != "" || rep.End.SumReceived.Bytes < 10e6 {
+			t.Errorf("attempt %d to %s: iperf3 %v, JSON %v, error %q, %.0f bytes received in 1 s (a stalled client is killed before it reports)",
+				i, srv.Addr("iperf3"), err, jerr, rep.Error, rep.End.SumReceived.Bytes)
+		} else {
+			t.Logf("attempt %d: %.2f GB through %s", i, rep.End.SumReceived.Bytes/1e9, srv.Describe())
+		}
+		if err := srv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		cancel()
 	}
 }

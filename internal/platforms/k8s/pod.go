@@ -326,10 +326,13 @@ const serviceTimeout = 30 * time.Second
 
 // waitServices waits until every Service of the pod has the pod as a ready
 // endpoint and, on the local node, until kube-proxy's rules send the
-// ClusterIP to it. Until then a connection to the ClusterIP is refused, and
-// a client that is its own readiness probe (iperf3, which serves one client
-// at a time) can be caught half-way by the rules' arrival: its server was
-// then left stalled after a few hundred kilobytes.
+// ClusterIP to it. Until then a connection to the ClusterIP is refused (a
+// Service without endpoints) or, before kube-proxy has seen the Service at
+// all, leaves by the default route, where some networks accept any TCP
+// connection (the development machines do). A client that is its own
+// readiness probe (iperf3, which serves one client at a time) was caught
+// that way or half-way by the rules' arrival, and stalled after a few
+// hundred kilobytes.
 func (pd *pod) waitServices(ctx context.Context) error {
 	pd.mu.Lock()
 	svcs := make([]*corev1.Service, 0, len(pd.services))
