@@ -71,6 +71,9 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 // Instance is a configured redis-scaleout workload.
 type Instance struct {
 	s Settings
+	// cacheRoot is where the loaded key spaces are kept (CacheRoot() when
+	// empty; tests use a directory of their own).
+	cacheRoot string
 }
 
 // Settings returns the resolved settings.
@@ -148,7 +151,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if log == nil {
 		log = io.Discard
 	}
-	cache, err := Loader{Host: host, Run: t.Run, Log: log}.Ensure(ctx, s)
+	cache, err := Loader{Host: host, Run: t.Run, Root: in.cacheRoot, Log: log}.Ensure(ctx, s)
 	if err != nil {
 		return res, err
 	}
