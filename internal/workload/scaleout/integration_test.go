@@ -63,6 +63,22 @@ func integrationSettings(t *testing.T, over map[string]string) Settings {
 	return s
 }
 
+// cacheDir is a cache root of the test's own that the redis user can reach
+// (t.TempDir and its parent are private to root).
+func cacheDir(t *testing.T, root string) string {
+	t.Helper()
+	dir := filepath.Join(root, "cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -90,7 +106,7 @@ func TestKeySpread(t *testing.T) {
 			s := integrationSettings(t, map[string]string{"redis": strconv.Itoa(n), "drivers": "1", "keyspace": strconv.Itoa(keys)})
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cache, err := Loader{Host: host, Run: run, Root: filepath.Join(root, "cache"), Log: testenv.Log{T: t}}.Ensure(ctx, s)
+			cache, err := Loader{Host: host, Run: run, Root: cacheDir(t, root), Log: testenv.Log{T: t}}.Ensure(ctx, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +192,7 @@ func TestTrial(t *testing.T) {
 	ps := testenv.Platforms(t, run, root, platform.Native, platform.DockerBridge)
 	for _, kind := range []string{platform.Native, platform.DockerBridge} {
 		t.Run(kind, func(t *testing.T) {
-			in := &Instance{s: integrationSettings(t, nil), cacheRoot: filepath.Join(root, "cache")}
+			in := &Instance{s: integrationSettings(t, nil), cacheRoot: cacheDir(t, root)}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + kind, Platform: ps[kind], Host: ps[platform.Native],
