@@ -43,9 +43,9 @@ type GroupChart struct {
 	HasRef   bool
 	RefY     float64
 	RefLabel string
-	Groups                           []Group
-	Legend                           []LegendItem
-	Caption                          string
+	Groups   []Group
+	Legend   []LegendItem
+	Caption  string
 }
 
 // Group is one x-axis label's bars, with an optional second line under
