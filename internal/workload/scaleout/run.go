@@ -68,6 +68,17 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	return in, nil
 }
 
+// CheckPlatform implements workload.PlatformChecker: a platform variant's
+// pin: spread pins each Redis shard to a core of its own, so the shards
+// must fit the cores left after driver_cpus (the vm platforms pin nothing
+// in their guests).
+func (in *Instance) CheckPlatform(name, base string, o platform.Options) error {
+	if o.Pin != platform.PinSpread || strings.HasPrefix(base, platform.VM) {
+		return nil
+	}
+	return in.s.checkPin(ThisMachine(), "option pin: spread")
+}
+
 // Instance is a configured redis-scaleout workload.
 type Instance struct {
 	s Settings

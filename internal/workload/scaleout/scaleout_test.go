@@ -72,9 +72,9 @@ func TestValidate(t *testing.T) {
 		{"defaults", nil, twoCores, ""},
 		{"pinned, N = cores", map[string]string{"pin": "spread"}, twoCores, ""},
 		{"pinned, N > cores", map[string]string{"pin": "spread", "redis": "3"}, twoCores,
-			"parameter pin spread: 3 Redis need a core each, but this machine has 2 CPU(s) left after driver_cpus: set redis to at most 2, or pin none"},
+			"parameter pin spread: 3 Redis need a core each, but this machine has 2 CPU(s) left after driver_cpus: set redis to at most 2, or do not pin"},
 		{"pinned, driver cores taken", map[string]string{"pin": "spread", "driver_cpus": "0"}, twoCores,
-			"set redis to at most 1, or pin none"},
+			"1 CPU(s) left after driver_cpus: set redis to at most 1, or do not pin"},
 		{"key space beyond memory", map[string]string{"keyspace": "100000000"}, twoCores,
 			"parameter keyspace 100000000: the key space does not fit in memory with AOF"},
 		{"more proxies than Redis", map[string]string{"redis": "2", "twemproxies": "3"}, twoCores,
@@ -247,4 +247,31 @@ func result(ok, failed int64, cause, example string) *driver.Result {
 		op.Examples = map[string]string{cause: example}
 	}
 	return &driver.Result{Ops: map[string]*driver.OpResult{respc.OpPipeline: op}}
+}
+
+// TestCheckPlatform checks that a platform variant's pin: spread with more
+// Redis than cores is refused when the study is read (the vm platforms pin
+// nothing in their guests).
+func TestCheckPlatform(t *testing.T) {
+	cpus := ThisMachine().CPUs
+	tests := []struct {
+		name, base string
+		o          platform.Options
+		redis      int
+		want       string
+	}{
+		{"native-pinned", platform.Native, platform.Options{Pin: platform.PinSpread}, cpus, ""},
+		{"native-pinned", platform.Native, platform.Options{Pin: platform.PinSpread}, cpus + 1,
+			fmt.Sprintf("option pin: spread: %d Redis need a core each, but this machine has %d CPU(s) left after driver_cpus: set redis to at most %d, or do not pin", cpus+1, cpus, cpus)},
+		{"docker-pinned", platform.DockerNAT, platform.Options{Pin: platform.PinSpread}, cpus + 1, "option pin: spread"},
+		{"native", platform.Native, platform.Options{}, cpus + 1, ""},
+		{"vm-big", platform.VM, platform.Options{Pin: platform.PinSpread}, cpus + 1, ""},
+	}
+	for _, tt := range tests {
+		in := &Instance{s: Settings{Redis: tt.redis}}
+		err := in.CheckPlatform(tt.name, tt.base, tt.o)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s with %d Redis: %v, want %q", tt.name, tt.redis, err, tt.want)
+		}
+	}
 }
