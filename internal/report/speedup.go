@@ -106,7 +106,8 @@ func withCI(c analysis.Cell) string {
 	if math.IsNaN(lo) {
 		return num(c.Summary.Mean)
 	}
-	return fmt.Sprintf("%s [%s, %s]", num(c.Summary.Mean), num(lo), num(hi))
+	// Throughputs and speedups are not negative: a wide interval is cut at 0.
+	return fmt.Sprintf("%s [%s, %s]", num(c.Summary.Mean), num(math.Max(lo, 0)), num(hi))
 }
 
 // mean is platform p's mean in cells, "–" when absent.
