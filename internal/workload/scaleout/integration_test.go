@@ -2,7 +2,9 @@ package scaleout
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/docker/docker/client"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,10 +16,12 @@ import (
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
+	"github.com/nearnative/nearnative/internal/vmagent"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -32,6 +36,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+	// On the vm platforms this binary is the guest's agent.
+	if code, ok := vmagent.Entry(); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -246,6 +254,67 @@ func TestTrial(t *testing.T) {
 			}
 			if dirs, _ := state.TempDirs(run); len(dirs) != 0 {
 				t.Errorf("temp dirs left behind: %v", dirs)
+			}
+		})
+	}
+}
+
+// TestTrialInGuests runs a whole trial on the vm platforms: one guest per
+// Redis (the seed's 2-vCPU VMs), the first also holding the baseline's
+// Redis, each Redis's AOF directory copied into its guest. It boots QEMU
+// guests, so it runs only when asked: NEARNATIVE_SCALEOUT_VM_TEST=1 (vm),
+// =2 (vm and vm-docker).
+func TestTrialInGuests(t *testing.T) {
+	which := os.Getenv("NEARNATIVE_SCALEOUT_VM_TEST")
+	if which == "" {
+		t.Skip("boots QEMU guests: set NEARNATIVE_SCALEOUT_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
+	}
+	useTestChildren(t)
+	kinds := []string{platform.VM}
+	if which == "2" {
+		kinds = append(kinds, platform.VMDocker)
+	}
+	run := runid.New()
+	root := t.TempDir()
+	ps := testenv.Platforms(t, run, root, platform.Native)
+	eng, ref := testenv.WorkloadImage(t)
+	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
+	cache := cacheDir(t, root)
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			p, err := vm.NewKind(kind, kind, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if err := p.Check(ctx); err != nil {
+				t.Fatalf("%s unavailable: %v", kind, err)
+			}
+			in := &Instance{s: integrationSettings(t, nil), cacheRoot: cache}
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
+				Duration: 3 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
+			for _, n := range append(res.Where, res.Notes...) {
+				t.Log(n)
+			}
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Values[MetricBaseline] <= 0 || res.Values[MetricScaleout] <= 0 || res.Values[MetricRedisCPU] <= 0 {
+				t.Errorf("baseline %v, scale-out %v commands/s, Redis CPU %v%%", res.Values[MetricBaseline], res.Values[MetricScaleout], res.Values[MetricRedisCPU])
+			}
+			guests := map[string]bool{}
+			for _, w := range res.Where {
+				for _, m := range regexp.MustCompile(`guest (\d+)`).FindAllStringSubmatch(w, -1) {
+					guests[m[1]] = true
+				}
+			}
+			if len(guests) != in.s.Redis {
+				t.Errorf("guests %v in the record, want one per Redis (%d)", guests, in.s.Redis)
+			}
+			if !strings.Contains(strings.Join(res.Notes, "\n"), "copied into its guest's disk") {
+				t.Error("the data note does not say the data was copied into the guests")
 			}
 		})
 	}

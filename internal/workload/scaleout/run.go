@@ -79,6 +79,18 @@ func (in *Instance) CheckPlatform(name, base string, o platform.Options) error {
 	return in.s.checkPin(ThisMachine(), "option pin: spread")
 }
 
+// drain is how long each experiment's driver lets its last pipelines finish.
+const drain = 2 * time.Second
+
+// Estimate implements workload.Estimator: a trial runs two experiments of
+// a warm-up, the measured interval and the drain each, and starts N+1
+// Redis (loading their data), K twemproxies and HAProxy; about 10 s a
+// trial natively under --quick on 2 cores.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	load := time.Duration(float64(in.s.Keyspace*2) / 400000 * float64(time.Second))
+	return 2*(in.s.Warmup+trial+drain) + time.Second + load
+}
+
 // Instance is a configured redis-scaleout workload.
 type Instance struct {
 	s Settings
@@ -122,7 +134,7 @@ func (in *Instance) driverConfig(addr string, drivers int, steady time.Duration,
 	m := respc.Mix{Addrs: []string{addr}, Pipeline: s.Pipeline, GetRatio: s.GetRatio, Keyspace: uint64(s.Keyspace), ValueSize: s.ValueSize}
 	c := driver.Config{Behaviour: respc.MixBehaviour, Params: m.Params(), Mode: driver.Closed, Users: drivers * s.Clients,
 		Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
-		Phases: driver.Phases{RampUp: s.Warmup, Steady: steady}, Drain: 2 * time.Second,
+		Phases: driver.Phases{RampUp: s.Warmup, Steady: steady}, Drain: drain,
 		Drivers: drivers, Seed: seed}
 	if s.DriverCPUs != "" {
 		c.CPUSets = []string{s.DriverCPUs}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/driver/respc"
@@ -273,5 +274,15 @@ func TestCheckPlatform(t *testing.T) {
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s with %d Redis: %v, want %q", tt.name, tt.redis, err, tt.want)
 		}
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	in := &Instance{s: Settings{Warmup: 500 * time.Millisecond, Keyspace: 200000}}
+	// Two experiments of 0.5 s + 2 s + 2 s, a second of start-up, 400000
+	// keys loaded at 400000 a second: about the 10 s measured per native
+	// trial under --quick.
+	if got := in.Estimate(2 * time.Second); got != 11*time.Second {
+		t.Errorf("Estimate = %v, want 11s", got)
 	}
 }
