@@ -199,10 +199,13 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	defer stop(&err)
-	res.Notes = append(res.Notes, s.Describe(), ClosedLoopNote, in.dataNote(cache, mach))
+	// The sizes, and what the machine changed from the seed's, are the
+	// note the report states once per workload.
+	size := workload.SizeNote + s.Describe()
 	if n := s.ScaledNote(); n != "" {
-		res.Notes = append(res.Notes, n)
+		size += "; " + n
 	}
+	res.Notes = append(res.Notes, size, ClosedLoopNote, in.dataNote(cache, mach))
 
 	base, err := in.experiment(ctx, t, d, "baseline", d.Entries(RoleBase, PortRedis)[0], 1, 0)
 	if err != nil {
