@@ -17,6 +17,7 @@ import (
 	"github.com/nearnative/nearnative/internal/driver/respc"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -72,8 +73,27 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 // pin: spread pins each Redis shard to a core of its own, so the shards
 // must fit the cores left after driver_cpus (the vm platforms pin nothing
 // in their guests).
+//
+// On the vm platforms the first guest must hold the baseline's key space,
+// its shard(s) and an AOF rewrite's worst case (GuestMemoryNeed) in the
+// platform's vm_memory.
 func (in *Instance) CheckPlatform(name, base string, o platform.Options) error {
-	if o.Pin != platform.PinSpread || strings.HasPrefix(base, platform.VM) {
+	if strings.HasPrefix(base, platform.VM) {
+		mem := o.VMMemory
+		if mem == "" {
+			mem = vm.DefaultVMMemory
+		}
+		b, err := platform.ParseBytes(mem)
+		if err != nil {
+			return fmt.Errorf("vm_memory %q: %w", mem, err)
+		}
+		if need := in.s.GuestMemoryNeed(); need > b {
+			return fmt.Errorf("the key space does not fit a guest: its first guest holds the baseline's %d keys and its shard(s), %s with an AOF rewrite's worst case and the guest's system, but vm_memory is %s: raise vm_memory or lower keyspace",
+				in.s.Keyspace, gib(need), gib(b))
+		}
+		return nil
+	}
+	if o.Pin != platform.PinSpread {
 		return nil
 	}
 	return in.s.checkPin(ThisMachine(), "option pin: spread")

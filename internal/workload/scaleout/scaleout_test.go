@@ -269,7 +269,7 @@ func TestCheckPlatform(t *testing.T) {
 		{"vm-big", platform.VM, platform.Options{Pin: platform.PinSpread}, cpus + 1, ""},
 	}
 	for _, tt := range tests {
-		in := &Instance{s: Settings{Redis: tt.redis}}
+		in := &Instance{s: Settings{Redis: tt.redis, Keyspace: 1000, ValueSize: 1, Guests: GuestsPerRedis}}
 		err := in.CheckPlatform(tt.name, tt.base, tt.o)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s with %d Redis: %v, want %q", tt.name, tt.redis, err, tt.want)
@@ -284,5 +284,28 @@ func TestEstimate(t *testing.T) {
 	// trial under --quick.
 	if got := in.Estimate(2 * time.Second); got != 11*time.Second {
 		t.Errorf("Estimate = %v, want 11s", got)
+	}
+}
+
+// TestCheckGuestMemory checks that a key space that does not fit the first
+// guest's vm_memory is refused when the study is read.
+func TestCheckGuestMemory(t *testing.T) {
+	tests := []struct {
+		keyspace int64
+		base     string
+		mem      string
+		want     string
+	}{
+		{5000000, platform.VM, "", ""}, // the study's cap fits the default 2 GiB
+		{20000000, platform.VMDocker, "", "the key space does not fit a guest: its first guest holds the baseline's 20000000 keys and its shard(s), 5.9 GiB with an AOF rewrite's worst case and the guest's system, but vm_memory is 2.0 GiB: raise vm_memory or lower keyspace"},
+		{20000000, platform.VM, "8g", ""},
+		{20000000, platform.Native, "", ""},
+	}
+	for _, tt := range tests {
+		in := &Instance{s: Settings{Redis: 2, Keyspace: tt.keyspace, ValueSize: 1, Guests: GuestsPerRedis}}
+		err := in.CheckPlatform(tt.base, tt.base, platform.Options{VMMemory: tt.mem})
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want) {
+			t.Errorf("%d keys on %s (vm_memory %q): %v, want %q", tt.keyspace, tt.base, tt.mem, err, tt.want)
+		}
 	}
 }
