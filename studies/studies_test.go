@@ -14,7 +14,7 @@ func TestFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"redis.yaml": true, "aa.yaml": true, "cost.yaml": true}
+	want := map[string]bool{"redis.yaml": true, "aa.yaml": true, "cost.yaml": true, "redis-scaleout.yaml": true}
 	nameLine := regexp.MustCompile(`(?m)^name: (\S+)$`)
 	for _, e := range entries {
 		delete(want, e.Name())

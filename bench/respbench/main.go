@@ -90,6 +90,16 @@ func run() error {
 	defer stop()
 
 	o.id = runid.New()
+	// The machine-wide measuring lock of `nearnative run`: a cross-check
+	// measures one after the other with the runs, not during them.
+	lock, err := state.Home().AcquireMachine(ctx, state.Holder{Run: o.id, Study: "respbench", PID: os.Getpid(), Since: time.Now()}, true,
+		func(h state.Holder) {
+			fmt.Fprintf(os.Stderr, "respbench: waiting: the machine is being measured by %s\n", h)
+		})
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	root, err := state.TempDir(o.id, "respbench")
 	if err != nil {
 		return err

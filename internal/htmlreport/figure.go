@@ -38,10 +38,14 @@ type GroupChart struct {
 	// edges; RefLabelX is where the 1.0 label goes.
 	PlotRight, PlotBottom, RefLabelX float64
 	Ticks                            []Tick
-	RefY                             float64
-	Groups                           []Group
-	Legend                           []LegendItem
-	Caption                          string
+	// HasRef draws a reference line at RefY labelled RefLabel (1.0 in a
+	// chart of ratios).
+	HasRef   bool
+	RefY     float64
+	RefLabel string
+	Groups   []Group
+	Legend   []LegendItem
+	Caption  string
 }
 
 // Group is one x-axis label's bars, with an optional second line under
@@ -95,10 +99,86 @@ var oltpTransactions = []struct{ metric, label string }{
 
 // figures returns the composite figures of a run.
 func figures(res analysis.Result) []Figure {
+	var fs []Figure
 	if f, ok := dvdStoreFigure(res); ok {
-		return []Figure{f}
+		fs = append(fs, f)
 	}
-	return nil
+	return append(fs, scaleoutFigures(res)...)
+}
+
+// Metric names of the Redis scale-out workload (redis-scaleout) that its
+// figure reads.
+const (
+	scaleBaseMetric  = "baseline_ops_per_sec"
+	scaleOutMetric   = "scaleout_ops_per_sec"
+	scaleSpeedMetric = "speedup"
+)
+
+// scaleGroupW is the scale-out charts' group width: room for a platform
+// name such as native-pinned under its bars.
+const scaleGroupW = 100
+
+// scaleoutFigures are the Redis scale-out seed's two figures for every
+// workload of the run that has its metrics: the throughput of the baseline
+// (one Redis, one driver process) and of the scale-out system on each
+// platform, and the speedup (scale-out / baseline of each trial) on each
+// platform. Both are absolute values, each bar the mean over the counted
+// rounds with the 95% interval of that mean.
+func scaleoutFigures(res analysis.Result) []Figure {
+	var out []Figure
+	for _, t := range res.Tables {
+		if t.Metric != scaleSpeedMetric {
+			continue
+		}
+		wl := t.Workload
+		var base, scale map[string]analysis.Cell
+		for _, u := range res.Tables {
+			if u.Workload == wl && u.Metric == scaleBaseMetric {
+				base = cellsOf(u)
+			}
+			if u.Workload == wl && u.Metric == scaleOutMetric {
+				scale = cellsOf(u)
+			}
+		}
+		if base == nil || scale == nil {
+			continue
+		}
+		mean := func(c analysis.Cell, scaleBy float64, format string, unit string) barVal {
+			if c.Summary.N == 0 {
+				return barVal{v: math.NaN(), lo: math.NaN(), hi: math.NaN()}
+			}
+			lo, hi := stats.MeanCI(c.Values, 0.95)
+			b := barVal{v: c.Summary.Mean / scaleBy, lo: lo / scaleBy, hi: hi / scaleBy, value: fmt.Sprintf(format, c.Summary.Mean/scaleBy),
+				tip: fmt.Sprintf("%s %s, mean of %d rounds", num(c.Summary.Mean), unit, c.Summary.N)}
+			if isFinite(lo) {
+				b.ciTip = fmt.Sprintf(", 95%% CI of the mean %s..%s", num(lo), num(hi))
+			}
+			if c.Emulated {
+				b.tip += ", " + analysis.EmulatedMark
+			}
+			return b
+		}
+		var tgroups, sgroups []barGroup
+		for _, c := range t.Cells {
+			p := c.Platform
+			sub := ""
+			if c.Emulated {
+				sub = "emulated"
+			}
+			tgroups = append(tgroups, barGroup{label: p, sub: sub, bars: []barVal{
+				mean(cellOrMissing(base, p), 1000, "%.0fk", "commands/s"), mean(cellOrMissing(scale, p), 1000, "%.0fk", "commands/s")}})
+			sgroups = append(sgroups, barGroup{label: p, sub: sub, bars: []barVal{mean(c, 1, "%.2f", "x")}})
+		}
+		f := Figure{ID: "figure-scaleout-" + wl, Title: wl + ": the Redis scale-out seed's figures",
+			Text: "As the seed's two figures: the throughput of the baseline (one Redis, one driver process, directly) and of the scale-out system (N Redis behind twemproxy behind HAProxy) on each platform, then the speedup, scale-out / baseline of each trial (linear would be N; below 1.0 the scale-out system is slower than one Redis). Absolute values: each bar is the mean over the counted rounds; whiskers are the 95% Student t interval of that mean. The tables below give each platform's ratio to " + res.Baseline + " with its paired interval, and the diagnostics the Redis CPU, migrations and per-CPU spread that explain a speedup."}
+		f.Charts = append(f.Charts,
+			barLayout("figure-scaleout-tput-"+wl, "Throughput: baseline and scale-out", "thousand commands per second, higher is better ↑",
+				[]string{"baseline (1 Redis, 1 driver)", "scale-out (N Redis)"}, tgroups, 0, "", scaleGroupW),
+			barLayout("figure-scaleout-speedup-"+wl, "Speedup: scale-out / baseline", "ratio of the two experiments of each trial, higher is better ↑; 1.0: no gain",
+				[]string{"speedup"}, sgroups, 1, "1.0", scaleGroupW))
+		out = append(out, f)
+	}
+	return out
 }
 
 // series is one bar series: a table's cells by platform.
@@ -218,30 +298,73 @@ const (
 	gBottom  = 52.0 // group label and its second line
 )
 
-// groupLayout lays out a grouped chart: series are named by names, in the
-// order of every group's cells.
+// groupLayout lays out a grouped chart of ratios to the baseline: series
+// are named by names, in the order of every group's cells; the reference
+// line marks 1.0.
 func groupLayout(id, title, subtitle string, names []string, groups []groupSpec, baseline string) GroupChart {
-	c := GroupChart{ID: id, Title: title, Subtitle: subtitle}
+	bgs := make([]barGroup, len(groups))
+	for gi, g := range groups {
+		bgs[gi] = barGroup{label: g.label, sub: g.sub}
+		for _, cell := range g.cells {
+			r := cell.Ratio.Ratio
+			b := barVal{v: r, lo: math.NaN(), hi: math.NaN(), value: fmt.Sprintf("%.2f", r),
+				tip: fmt.Sprintf("%s %s, %.3f × %s", num(cell.Summary.Mean), cell.Unit, r, baseline)}
+			if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
+				b.lo, b.hi = cell.Ratio.Lo, cell.Ratio.Hi
+				b.ciTip = fmt.Sprintf(", 95%% CI %.3f..%.3f (%s)", cell.Ratio.Lo, cell.Ratio.Hi, cell.Verdict)
+			} else if cell.NoVerdict != "" {
+				b.ciTip = " (" + cell.NoVerdict + ")"
+			}
+			bgs[gi].bars = append(bgs[gi].bars, b)
+		}
+	}
+	return barLayout(id, title, subtitle, names, bgs, 1, "1.0", 0)
+}
+
+// barVal is one bar: its value, its interval (NaN bounds: none), the
+// label above it and its tooltip's text.
+type barVal struct {
+	v, lo, hi float64
+	value     string
+	tip       string // after "group, series: "
+	ciTip     string // appended when the bar has an interval, or why not
+}
+
+// barGroup is one x-axis label's bars, one per series.
+type barGroup struct {
+	label, sub string
+	bars       []barVal
+}
+
+// barLayout lays out a grouped bar chart of any values; ref > 0 draws a
+// reference line there labelled refLabel (the axis always starts at 0,
+// and an interval reaching below it is cut there); each group is at least
+// minGroupW wide, room for its label.
+func barLayout(id, title, subtitle string, names []string, groups []barGroup, ref float64, refLabel string, minGroupW float64) GroupChart {
+	c := GroupChart{ID: id, Title: title, Subtitle: subtitle, HasRef: ref > 0, RefLabel: refLabel}
 	rows := (len(names) + 2) / 3
 	c.Left, c.Top = chartLeft, chartTop+gLegendH*float64(rows)
 	c.PlotH = chartPlotH
-	groupW := gBarW*float64(len(names)) + gGap
+	groupW := math.Max(gBarW*float64(len(names))+gGap, minGroupW)
 	c.PlotW = math.Max(minPlotW, groupW*float64(len(groups)))
 	c.Width = c.Left + c.PlotW + chartRight
 	c.Height = c.Top + c.PlotH + gBottom
 	c.PlotRight, c.PlotBottom = round1(c.Left+c.PlotW), round1(c.Top+c.PlotH)
 	c.RefLabelX = round1(c.PlotRight + 4)
-	top := 1.0
+	top := ref
 	for _, g := range groups {
-		for _, cell := range g.cells {
-			top = maxFinite(top, cell.Ratio.Ratio)
+		for _, b := range g.bars {
+			top = maxFinite(top, b.v)
 		}
+	}
+	if !(top > 0) {
+		top = 1
 	}
 	limit := top * 2
 	for _, g := range groups {
-		for _, cell := range g.cells {
-			if !cell.IsBaseline && cell.Ratio.Hi <= limit {
-				top = maxFinite(top, cell.Ratio.Hi)
+		for _, b := range g.bars {
+			if isFinite(b.hi) && b.hi <= limit {
+				top = maxFinite(top, b.hi)
 			}
 		}
 	}
@@ -251,7 +374,9 @@ func groupLayout(id, title, subtitle string, names []string, groups []groupSpec,
 	for v := 0.0; v <= axisMax+step/2; v += step {
 		c.Ticks = append(c.Ticks, Tick{Y: round1(y(v)), Label: trimFloat(v, step)})
 	}
-	c.RefY = round1(y(1))
+	if c.HasRef {
+		c.RefY = round1(y(ref))
+	}
 	for i, n := range names {
 		col, row := i%3, i/3
 		x := c.Left + float64(col)*190
@@ -263,36 +388,34 @@ func groupLayout(id, title, subtitle string, names []string, groups []groupSpec,
 	for gi, g := range groups {
 		cx := c.Left + slot*(float64(gi)+0.5)
 		grp := Group{Label: g.label, LabelX: round1(cx), LabelY: round1(c.Top + c.PlotH + 18), Sub: g.sub, SubY: round1(c.Top + c.PlotH + 34)}
-		x0 := cx - gBarW*float64(len(g.cells))/2
-		for si, cell := range g.cells {
+		x0 := cx - gBarW*float64(len(g.bars))/2
+		for si, bv := range g.bars {
 			bx := x0 + gBarW*float64(si)
 			b := GroupBar{Fill: palette[si%len(palette)], CenterX: round1(bx + gBarW/2)}
 			name := names[si]
-			r := cell.Ratio.Ratio
+			r := bv.v
 			if !isFinite(r) {
 				b.NoBar, b.Value, b.ValueY = true, "–", round1(c.Top+c.PlotH-4)
 				b.Tooltip = fmt.Sprintf("%s, %s: no value", g.label, name)
 			} else {
 				b.X, b.W = round1(bx+1), gBarW-2
 				b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
-				b.Value = fmt.Sprintf("%.2f", r)
-				b.Tooltip = fmt.Sprintf("%s, %s: %s %s, %.3f × %s", g.label, name, num(cell.Summary.Mean), cell.Unit, r, baseline)
+				b.Value = bv.value
+				b.Tooltip = fmt.Sprintf("%s, %s: %s", g.label, name, bv.tip)
 				valueTop := r
-				if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
+				if isFinite(bv.lo) && isFinite(bv.hi) {
 					b.HasCI = true
-					hi := cell.Ratio.Hi
+					hi := bv.hi
 					if hi > axisMax {
 						hi, b.Clipped = axisMax, true
 					}
-					b.CILo, b.CIHi = round1(y(cell.Ratio.Lo)), round1(y(hi))
+					b.CILo, b.CIHi = round1(y(math.Max(bv.lo, 0))), round1(y(hi))
 					b.CapL, b.CapR = round1(bx+gBarW/2-5), round1(bx+gBarW/2+5)
-					b.Tooltip += fmt.Sprintf(", 95%% CI %.3f..%.3f (%s)", cell.Ratio.Lo, cell.Ratio.Hi, cell.Verdict)
 					valueTop = math.Max(valueTop, hi)
-				} else if cell.NoVerdict != "" {
-					b.Tooltip += " (" + cell.NoVerdict + ")"
 				}
+				b.Tooltip += bv.ciTip
 				b.ValueY = round1(math.Max(c.Top-2, y(valueTop)-4))
-				said = append(said, fmt.Sprintf("%s %s %.2f", g.label, name, r))
+				said = append(said, fmt.Sprintf("%s %s %s", g.label, name, bv.value))
 			}
 			grp.Bars = append(grp.Bars, b)
 		}

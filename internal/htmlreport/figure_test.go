@@ -108,3 +108,67 @@ func TestFigureGolden(t *testing.T) {
 	}
 	golden(t, "figure.html", b.Bytes())
 }
+
+// scaleoutResult is five counted rounds of redis-scaleout on native and
+// docker-nat: the same baseline, docker-nat's scale-out 20% slower.
+func scaleoutResult() analysis.Result {
+	var ts []store.Trial
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for round := 0; round < 6; round++ {
+		wiggle := 1 + 0.02*float64(round%3)
+		for i, p := range []string{"native", "docker-nat"} {
+			slow := map[string]float64{"native": 1, "docker-nat": 1.25}[p]
+			base, scale := 200000*wiggle, 800000/slow*(1+0.01*float64(round%2))
+			ts = append(ts, store.Trial{RunID: "20261123-120000-abcd", Round: round, Index: i, Warmup: round == 0, Workload: "redis-scaleout", Platform: p,
+				Started: start, Duration: 20 * time.Second, Metrics: []store.Metric{
+					{Name: "baseline_ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: base},
+					{Name: "scaleout_ops_per_sec", Unit: "ops/s", HigherIsBetter: true, Value: scale},
+					{Name: "speedup", Unit: "x", HigherIsBetter: true, Value: scale / base},
+				}})
+		}
+	}
+	return analysis.Analyse(ts, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat"},
+		Stats: stats.Options{Seed: 1, Resamples: 500}})
+}
+
+func TestScaleoutFigures(t *testing.T) {
+	if fs := scaleoutFigures(oltpResult()); len(fs) != 0 {
+		t.Errorf("a DVD Store run has %d scale-out figure(s)", len(fs))
+	}
+	fs := figures(scaleoutResult())
+	if len(fs) != 1 || len(fs[0].Charts) != 2 {
+		t.Fatalf("figures = %+v, want one with two charts", fs)
+	}
+	tput, speed := fs[0].Charts[0], fs[0].Charts[1]
+	if tput.HasRef || !speed.HasRef || speed.RefLabel != "1.0" {
+		t.Errorf("reference lines: throughput %v, speedup %v %q", tput.HasRef, speed.HasRef, speed.RefLabel)
+	}
+	if len(tput.Groups) != 2 || len(tput.Groups[0].Bars) != 2 || len(speed.Groups[1].Bars) != 1 {
+		t.Fatalf("throughput groups %+v, speedup groups %+v", tput.Groups, speed.Groups)
+	}
+	nat := tput.Groups[1]
+	// The baseline's bars are as high on both platforms; docker-nat's
+	// scale-out bar is lower than native's (a larger y).
+	if nat.Bars[0].Y != tput.Groups[0].Bars[0].Y || nat.Bars[1].Y <= tput.Groups[0].Bars[1].Y || !nat.Bars[1].HasCI {
+		t.Errorf("throughput bars: native %+v, docker-nat %+v", tput.Groups[0].Bars, nat.Bars)
+	}
+	if v := nat.Bars[1].Value; v != "644k" {
+		t.Errorf("docker-nat's scale-out label %q, want 644k", v)
+	}
+	if v := speed.Groups[0].Bars[0].Value; v != "3.93" || !speed.Groups[0].Bars[0].HasCI {
+		t.Errorf("native's speedup bar %+v", speed.Groups[0].Bars[0])
+	}
+	var b bytes.Buffer
+	for _, f := range fs {
+		if err := page.ExecuteTemplate(&b, "figure", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(regexp.MustCompile(`<rect class="gbar"`).FindAll(b.Bytes(), -1)); n != 4+2 {
+		t.Errorf("%d bars drawn, want 4 throughput bars and 2 speedup bars", n)
+	}
+	if n := strings.Count(b.String(), `<line class="ref"`); n != 1 {
+		t.Errorf("%d reference lines, want the speedup chart's", n)
+	}
+	golden(t, "figure-scaleout.html", b.Bytes())
+}

@@ -92,6 +92,9 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 			return err
 		}
 	}
+	if err := Speedup(w, plain, NUMANodes(r.Env)); err != nil {
+		return err
+	}
 	if err := OpResults(w, res); err != nil {
 		return err
 	}

@@ -310,8 +310,16 @@ func (s *Study) resolve(reg *workload.Registry) error {
 		// A workload refuses settings it cannot run (a topology the
 		// machine cannot place, sizes that do not fit) here, before
 		// anything starts, at the workload's line.
-		if _, err := kind.New(vals); err != nil {
+		inst, err := kind.New(vals)
+		if err != nil {
 			return &Error{File: s.Source, Line: w.lines.line("params", ""), Err: fmt.Errorf("workload %s: %w", w.Name, err)}
+		}
+		if pc, ok := inst.(workload.PlatformChecker); ok {
+			for _, p := range s.Platforms {
+				if err := pc.CheckPlatform(p.Name, p.Base, p.Options); err != nil {
+					return &Error{File: s.Source, Line: p.lines.line("options", ""), Err: fmt.Errorf("platform %s with workload %s: %w", p.Name, w.Name, err)}
+				}
+			}
 		}
 		w.Values = vals
 	}

@@ -268,6 +268,15 @@ type Estimator interface {
 	Estimate(trial time.Duration) time.Duration
 }
 
+// PlatformChecker is an Instance that refuses a study's platform whose
+// options it cannot run (a platform variant's pin: spread with more servers
+// than cores), before anything starts.
+type PlatformChecker interface {
+	// CheckPlatform returns the reason platform name, with options o and
+	// built on base, cannot run this instance; nil when it can.
+	CheckPlatform(name, base string, o platform.Options) error
+}
+
 // Workload is a kind of workload, before its parameters are chosen.
 type Workload interface {
 	Name() string

@@ -17,6 +17,7 @@ import (
 	"github.com/nearnative/nearnative/internal/driver/respc"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -68,9 +69,54 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	return in, nil
 }
 
+// CheckPlatform implements workload.PlatformChecker: a platform variant's
+// pin: spread pins each Redis shard to a core of its own, so the shards
+// must fit the cores left after driver_cpus (the vm platforms pin nothing
+// in their guests).
+//
+// On the vm platforms the first guest must hold the baseline's key space,
+// its shard(s) and an AOF rewrite's worst case (GuestMemoryNeed) in the
+// platform's vm_memory.
+func (in *Instance) CheckPlatform(name, base string, o platform.Options) error {
+	if strings.HasPrefix(base, platform.VM) {
+		mem := o.VMMemory
+		if mem == "" {
+			mem = vm.DefaultVMMemory
+		}
+		b, err := platform.ParseBytes(mem)
+		if err != nil {
+			return fmt.Errorf("vm_memory %q: %w", mem, err)
+		}
+		if need := in.s.GuestMemoryNeed(); need > b {
+			return fmt.Errorf("the key space does not fit a guest: its first guest holds the baseline's %d keys and its shard(s), %s with an AOF rewrite's worst case and the guest's system, but vm_memory is %s: raise vm_memory or lower keyspace",
+				in.s.Keyspace, gib(need), gib(b))
+		}
+		return nil
+	}
+	if o.Pin != platform.PinSpread {
+		return nil
+	}
+	return in.s.checkPin(ThisMachine(), "option pin: spread")
+}
+
+// drain is how long each experiment's driver lets its last pipelines finish.
+const drain = 2 * time.Second
+
+// Estimate implements workload.Estimator: a trial runs two experiments of
+// a warm-up, the measured interval and the drain each, and starts N+1
+// Redis (loading their data), K twemproxies and HAProxy; about 10 s a
+// trial natively under --quick on 2 cores.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	load := time.Duration(float64(in.s.Keyspace*2) / 400000 * float64(time.Second))
+	return 2*(in.s.Warmup+trial+drain) + time.Second + load
+}
+
 // Instance is a configured redis-scaleout workload.
 type Instance struct {
 	s Settings
+	// cacheRoot is where the loaded key spaces are kept (CacheRoot() when
+	// empty; tests use a directory of their own).
+	cacheRoot string
 }
 
 // Settings returns the resolved settings.
@@ -108,7 +154,7 @@ func (in *Instance) driverConfig(addr string, drivers int, steady time.Duration,
 	m := respc.Mix{Addrs: []string{addr}, Pipeline: s.Pipeline, GetRatio: s.GetRatio, Keyspace: uint64(s.Keyspace), ValueSize: s.ValueSize}
 	c := driver.Config{Behaviour: respc.MixBehaviour, Params: m.Params(), Mode: driver.Closed, Users: drivers * s.Clients,
 		Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
-		Phases: driver.Phases{RampUp: s.Warmup, Steady: steady}, Drain: 2 * time.Second,
+		Phases: driver.Phases{RampUp: s.Warmup, Steady: steady}, Drain: drain,
 		Drivers: drivers, Seed: seed}
 	if s.DriverCPUs != "" {
 		c.CPUSets = []string{s.DriverCPUs}
@@ -148,7 +194,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if log == nil {
 		log = io.Discard
 	}
-	cache, err := Loader{Host: host, Run: t.Run, Log: log}.Ensure(ctx, s)
+	cache, err := Loader{Host: host, Run: t.Run, Root: in.cacheRoot, Log: log}.Ensure(ctx, s)
 	if err != nil {
 		return res, err
 	}
@@ -173,10 +219,13 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	defer stop(&err)
-	res.Notes = append(res.Notes, s.Describe(), ClosedLoopNote, in.dataNote(cache, mach))
+	// The sizes, and what the machine changed from the seed's, are the
+	// note the report states once per workload.
+	size := workload.SizeNote + s.Describe()
 	if n := s.ScaledNote(); n != "" {
-		res.Notes = append(res.Notes, n)
+		size += "; " + n
 	}
+	res.Notes = append(res.Notes, size, ClosedLoopNote, in.dataNote(cache, mach))
 
 	base, err := in.experiment(ctx, t, d, "baseline", d.Entries(RoleBase, PortRedis)[0], 1, 0)
 	if err != nil {

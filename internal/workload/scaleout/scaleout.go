@@ -280,14 +280,8 @@ func (s Settings) Validate(m Machine) error {
 		}
 	}
 	if s.Pin == topology.PinSpread {
-		free := m.CPUs
-		if s.DriverCPUs != "" {
-			d, _ := platform.ParseCPUSet(s.DriverCPUs)
-			free -= len(d)
-		}
-		if s.Redis > free {
-			return fmt.Errorf("parameter pin spread: %d Redis need a core each, but this machine has %d CPU(s) left after driver_cpus: set redis to at most %d, or pin none",
-				s.Redis, m.CPUs, max(free, 0))
+		if err := s.checkPin(m, "parameter pin spread"); err != nil {
+			return err
 		}
 	}
 	if need := s.HostMemoryNeed(); m.MemAvail > 0 && need > m.MemAvail {
@@ -301,6 +295,22 @@ func (s Settings) Validate(m Machine) error {
 	}
 	if conns := s.Drivers * s.Clients; conns > 60000 {
 		return fmt.Errorf("parameters drivers x clients = %d connections: more than one HAProxy frontend can take from one host's ephemeral ports (60000)", conns)
+	}
+	return nil
+}
+
+// checkPin refuses pinning each Redis to a core of its own when there are
+// more Redis than the cores left after driver_cpus; what names the setting
+// that asked for the pinning.
+func (s Settings) checkPin(m Machine, what string) error {
+	free := m.CPUs
+	if s.DriverCPUs != "" {
+		d, _ := platform.ParseCPUSet(s.DriverCPUs)
+		free -= len(d)
+	}
+	if s.Redis > free {
+		return fmt.Errorf("%s: %d Redis need a core each, but this machine has %d CPU(s) left after driver_cpus: set redis to at most %d, or do not pin",
+			what, s.Redis, max(free, 0), max(free, 0))
 	}
 	return nil
 }
