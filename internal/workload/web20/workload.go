@@ -221,7 +221,7 @@ func (in *Instance) Validate() error {
 		if s.Mode == ModeFindMax {
 			what = "max_users"
 		}
-		return fmt.Errorf("parameters %s and data_users: %w (data_users: %d)", what, err, size.Users)
+		return fmt.Errorf("parameters %s and data_users: %w (set data_users to at least %d, or to 0: the data is then loaded for %s)", what, err, most, what)
 	}
 	if s.Cycle < 100*time.Millisecond {
 		return fmt.Errorf("parameter cycle %v: want at least 100ms", s.Cycle)
