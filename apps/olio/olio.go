@@ -89,7 +89,7 @@ func (s Size) Fits(users int) error {
 		return fmt.Errorf("%d users per instance: want at least 1", users)
 	}
 	if users > s.Users {
-		return fmt.Errorf("%d users per instance exceed the %d the Olio data is loaded for: load a size of at least %d users", users, s.Users, users)
+		return fmt.Errorf("%d users per instance exceed the %d the Olio data is loaded for: load the data for at least %d", users, s.Users, users)
 	}
 	return nil
 }

@@ -39,7 +39,9 @@ func (c *Client) Put(ctx context.Context, src, dest string) error {
 }
 
 // WriteTar writes the tree under dir (relative names, modes, symlinks) as a
-// tar stream.
+// tar stream. The first entry is dir itself as ".", so that its mode and
+// owner arrive too: PostgreSQL refuses a data directory that is not 0700
+// or 0750.
 func WriteTar(w io.Writer, dir string) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -47,7 +49,7 @@ func WriteTar(w io.Writer, dir string) error {
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)
-		if err != nil || rel == "." {
+		if err != nil {
 			return err
 		}
 		info, err := d.Info()

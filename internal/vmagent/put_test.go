@@ -35,6 +35,38 @@ func TestTarRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTarKeepsRootMode: the copied directory itself keeps its mode (a
+// PostgreSQL data directory must be 0700 or 0750), whether the destination
+// is new or already made by someone else with another mode.
+func TestTarKeepsRootMode(t *testing.T) {
+	for _, mode := range []os.FileMode{0o700, 0o750, 0o755} {
+		src := filepath.Join(t.TempDir(), "pgdata")
+		os.Mkdir(src, 0o700)
+		os.Chmod(src, mode)
+		os.WriteFile(filepath.Join(src, "PG_VERSION"), []byte("15\n"), 0o600)
+		for _, existing := range []bool{false, true} {
+			var buf bytes.Buffer
+			if err := WriteTar(&buf, src); err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(t.TempDir(), "copy")
+			if existing {
+				os.Mkdir(dst, 0o777)
+			}
+			if err := ExtractTar(&buf, dst); err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != mode {
+				t.Errorf("source %v, destination existing %v: copied root has mode %v", mode, existing, st.Mode().Perm())
+			}
+		}
+	}
+}
+
 // TestTarKeepsOwners: extracted as root, a tree keeps its numeric owners.
 func TestTarKeepsOwners(t *testing.T) {
 	if os.Geteuid() != 0 {

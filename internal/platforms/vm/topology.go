@@ -190,6 +190,9 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 			vg.mu.Unlock()
 			return err
 		}
+		// The copy keeps the directory's mode: readable by the servers'
+		// users, as /usr/local/bin would be.
+		os.Chmod(tmp, 0o755)
 		defer os.RemoveAll(tmp)
 		if err := os.Link(s.p.Exe, filepath.Join(tmp, "nearnative")); err != nil {
 			b, rerr := os.ReadFile(s.p.Exe)

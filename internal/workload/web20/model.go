@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -102,7 +103,7 @@ func (m Matrix) Validate() error {
 			sum += v
 		}
 		if math.Abs(sum-100) > sumTolerance {
-			return fmt.Errorf("web20 matrix: row %s sums to %.2f%%, want 100%%", Op(i), sum)
+			return fmt.Errorf("web20 matrix: row %s sums to %.2f%%, want 100%%: change that row's seven percentages so that they add up to 100", Op(i), sum)
 		}
 	}
 	return nil
@@ -118,7 +119,7 @@ func (x Mix) Validate() error {
 		sum += v
 	}
 	if math.Abs(sum-100) > sumTolerance {
-		return fmt.Errorf("web20 mix sums to %.2f%%, want 100%%", sum)
+		return fmt.Errorf("web20 mix sums to %.2f%%, want 100%%: change the seven percentages (%s) so that they add up to 100", sum, strings.Join(opNames[:], ", "))
 	}
 	return nil
 }

@@ -117,3 +117,46 @@ func TestPacingAndQoSValues(t *testing.T) {
 		}
 	}
 }
+
+func TestRampNote(t *testing.T) {
+	cases := []struct {
+		ramp, cycle time.Duration
+		want        string
+	}{
+		{10 * time.Second, 5 * time.Second, "ramp-up 10s is 2.0 mean cycles, under the 5"},
+		{24 * time.Second, 5 * time.Second, "ramp-up 24s is 4.8 mean cycles"},
+		{25 * time.Second, 5 * time.Second, ""},
+		{5 * time.Minute, 5 * time.Second, ""},
+	}
+	for _, c := range cases {
+		got := rampNote(c.ramp, c.cycle)
+		if (c.want == "") != (got == "") || !strings.HasPrefix(got, c.want) {
+			t.Errorf("rampNote(%v, %v) = %q, want prefix %q", c.ramp, c.cycle, got, c.want)
+		}
+	}
+}
+
+// TestTransientFromHomePage checks the figures transientCycles rests on:
+// from HomePage the default chain's HomePage share is within 0.5 point of
+// its steady share from the 6th step on, and far from it before.
+func TestTransientFromHomePage(t *testing.T) {
+	steady := DefaultMatrix.Steady()[HomePage]
+	var p Mix
+	p[HomePage] = 100
+	for step := 1; step <= 10; step++ {
+		var q Mix
+		for i := range p {
+			for j := range q {
+				q[j] += p[i] * DefaultMatrix[i][j] / 100
+			}
+		}
+		p = q
+		off := math.Abs(p[HomePage] - steady)
+		if step >= transientCycles+1 && off > 0.5 {
+			t.Errorf("step %d: HomePage %.2f%%, steady %.2f%%", step, p[HomePage], steady)
+		}
+		if step == 1 && off < 20 {
+			t.Errorf("step 1: HomePage %.2f%%, want far from the steady %.2f%%", p[HomePage], steady)
+		}
+	}
+}

@@ -88,7 +88,29 @@ func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deplo
 	res.Where = appendNew(res.Where, rec.CPUSources...)
 	res.Notes = append(res.Notes, in.describe(users), rec.summary(), rec.CPUNote)
 	res.Notes = append(res.Notes, rec.notes()...)
+	if n := rampNote(in.s.RampUp, in.s.Cycle); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	return nil
+}
+
+// transientCycles is the ramp-up, in mean cycles, after which the users'
+// chain has forgotten its start at HomePage: from HomePage, the default
+// matrix's HomePage share is 0%, 36.8%, 20.7%, 28.6%, 25.2%, 26.5% at
+// steps 1 to 6, then within 0.1 point of its steady 26.15%.
+const transientCycles = 5
+
+// rampNote says when the ramp-up is too short for the users' chain to
+// reach its steady mix before the steady state: every user starts at
+// HomePage, and the operations of its first few cycles are not in the
+// chain's steady proportions (HomePage's share runs low), on every
+// platform alike. Empty when the ramp-up is long enough.
+func rampNote(rampUp, cycle time.Duration) string {
+	if cycle <= 0 || rampUp >= transientCycles*cycle {
+		return ""
+	}
+	return fmt.Sprintf("ramp-up %v is %.1f mean cycles, under the %d the users' Markov chain needs to forget its start at HomePage: the steady state counts operations of the users' first cycles, whose mix is not the chain's (HomePage's share runs about 2 points low at 2 cycles), so the mix rule may fail for that reason alone, on every platform alike; the seed's 5-minute ramp-up is 60 cycles",
+		rampUp, float64(rampUp)/float64(cycle), transientCycles)
 }
 
 // findMax searches for the most users per instance that pass every rule.

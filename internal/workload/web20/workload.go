@@ -99,8 +99,6 @@ func (Workload) Params() []workload.Param {
 		{Name: "buffer_pool", Type: workload.String, Default: olio.DefaultBufferPool, Help: "MariaDB's innodb_buffer_pool_size per instance (holds the seed's data set)"},
 		{Name: "drivers", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "child driver processes (0: the users run in the nearnative process itself); pinned to driver_cpus when set"},
-		{Name: "vm_split", Type: workload.Bool, Default: "false",
-			Help: "vm platforms: each instance's web (nginx + PHP-FPM) and database in guests of their own (the seed's two-VM variant, 6 + 2 vCPUs there; here each guest has the platform's vcpus); vms then counts guest pairs"},
 		{Name: "start_users", Type: workload.Int, Default: "200", Quick: "25", Min: 1, HasMin: true, Help: "find-max: users per instance of the search's first step; the coarse ramp doubles them until a step fails"},
 		{Name: "max_users", Type: workload.Int, Default: "3000", Quick: "400", Min: 1, HasMin: true, Help: "find-max: the search never tries more users per instance (the data is loaded for them unless data_users says more)"},
 		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.1", Min: 0.001, HasMin: true,
@@ -135,7 +133,6 @@ type Settings struct {
 	Connections      int
 	BufferPool       string
 	Drivers          int
-	VMSplit          bool
 	Search           search.Config // users per instance
 	StepRamp         time.Duration
 	Topology         topology.Topology // instances, layout, guests, placement (roles filled per trial)
@@ -150,7 +147,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		MaxFailures: v.Float("max_failures"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
 		RequestTimeout: v.Duration("request_timeout"), Children: v.Int("php_children"), Workers: v.Int("nginx_workers"),
 		Connections: v.Int("nginx_connections"), BufferPool: v.String("buffer_pool"), Drivers: v.Int("drivers"),
-		VMSplit: v.Bool("vm_split"), StepRamp: v.Duration("step_ramp"),
+		StepRamp: v.Duration("step_ramp"),
 		Search: search.Config{Start: float64(v.Int("start_users")), Max: float64(v.Int("max_users")), Min: 1, Integer: true,
 			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
 	}
@@ -221,7 +218,7 @@ func (in *Instance) Validate() error {
 		if s.Mode == ModeFindMax {
 			what = "max_users"
 		}
-		return fmt.Errorf("parameters %s and data_users: %w (data_users: %d)", what, err, size.Users)
+		return fmt.Errorf("parameters %s and data_users: %w (set data_users to at least %d, or to 0: the data is then loaded for %s)", what, err, most, what)
 	}
 	if s.Cycle < 100*time.Millisecond {
 		return fmt.Errorf("parameter cycle %v: want at least 100ms", s.Cycle)
