@@ -65,7 +65,7 @@ func (l *Lines) TrialStart(round int, warmup bool, u study.Unit) {
 	if warmup {
 		kind = "warm-up round"
 	}
-	l.printf("[%d/%d] %s %d/%d: %s on %s", l.done+1, l.planned, kind, round, l.rounds-1, u.Workload.Name, u.Platform.Name)
+	l.printf("[%d/%d] %s %d/%d: %s on %s", l.done+1, l.planned, kind, round+1, l.rounds, u.Workload.Name, u.Platform.Name)
 }
 
 // TrialEnd implements Display.
@@ -109,9 +109,9 @@ func (b *Bar) Begin(run runid.ID, planned, done, rounds int) {
 
 // TrialStart implements Display.
 func (b *Bar) TrialStart(round int, warmup bool, u study.Unit) {
-	kind := fmt.Sprintf("round %d/%d", round, b.rounds-1)
+	kind := fmt.Sprintf("round %d/%d", round+1, b.rounds)
 	if warmup {
-		kind = fmt.Sprintf("warm-up round %d", round)
+		kind = fmt.Sprintf("warm-up round %d/%d", round+1, b.rounds)
 	}
 	b.bar.Describe(fmt.Sprintf("%s: %s on %s", kind, u.Workload.Name, u.Platform.Name))
 }

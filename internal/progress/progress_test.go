@@ -1,0 +1,33 @@
+package progress
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/study"
+)
+
+// TestRoundLabels checks that rounds are numbered from 1 out of all the
+// run's rounds, whether or not the first is a warm-up round.
+func TestRoundLabels(t *testing.T) {
+	u := study.Unit{Workload: study.Workload{Name: "w"}, Platform: study.Platform{Name: "p"}}
+	for _, tt := range []struct {
+		round  int
+		warmup bool
+		want   string
+	}{
+		{0, true, "warm-up round 1/3: w on p"},
+		{0, false, "round 1/3: w on p"},
+		{2, false, "round 3/3: w on p"},
+	} {
+		var b bytes.Buffer
+		l := New(&b)
+		l.Begin(runid.New(), 3, 0, 3)
+		l.TrialStart(tt.round, tt.warmup, u)
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("round %d warmup %v: %q, want %q", tt.round, tt.warmup, b.String(), tt.want)
+		}
+	}
+}
