@@ -146,11 +146,14 @@ func (in *Instance) Validate() error {
 	return nil
 }
 
-// rules are the QoS every step must meet.
+// rules are the QoS every step must meet. The failure rule names the GET
+// operation, so that a step in which no request was even sent (every
+// connection held by a stalled server) still records its outcome, "never
+// attempted", instead of dropping it.
 func (in *Instance) rules() qos.Set {
 	return qos.Set{
 		qos.Percentile{Q: 0.99, Limits: map[string]time.Duration{httpc.GetOp: in.limit}},
-		qos.Failures{Max: maxFailures},
+		qos.Failures{Max: maxFailures, Only: []string{httpc.GetOp}},
 		qos.Delivered{Min: minDelivered},
 	}
 }
@@ -196,6 +199,7 @@ type stepDetail struct {
 	Rate        float64           `json:"rate"`
 	Throughput  float64           `json:"throughput"` // answered successfully per second of the decision interval
 	Due         int64             `json:"due"`
+	Sent        int64             `json:"sent"` // of the due ones, before the driver stopped
 	Late        int64             `json:"late"`
 	P50Ms       float64           `json:"p50_ms"`
 	P90Ms       float64           `json:"p90_ms"`
@@ -391,6 +395,9 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if d.Unfinished > 0 {
 		summary += fmt.Sprintf(" (%d cut off unanswered at the end)", d.Unfinished)
 	}
+	if unsent := d.Due - d.Sent; unsent > 0 {
+		summary += fmt.Sprintf(" (%d of the due requests never sent: all %d connections were waiting for answers, or the driver was behind its plan)", unsent, in.connections)
+	}
 	if d.Saturation.Saturated {
 		summary += " (driver saturated)"
 	}
@@ -407,7 +414,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 // detail summarises a step.
 func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOver time.Duration, limit time.Duration) stepDetail {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	d := stepDetail{Due: r.Open.Due, Late: r.Open.Late, QoS: v, Commands: r.Commands}
+	d := stepDetail{Due: r.Open.Due, Sent: r.Open.Sent, Late: r.Open.Late, QoS: v, Commands: r.Commands}
 	if g := r.Ops[httpc.GetOp]; g != nil {
 		d.P50Ms, d.P90Ms, d.P99Ms = ms(g.Latency.Quantile(0.5)), ms(g.Latency.Quantile(0.9)), ms(g.Latency.Quantile(0.99))
 		d.P999Ms, d.MaxMs = ms(g.Latency.Quantile(0.999)), ms(g.Latency.Max())

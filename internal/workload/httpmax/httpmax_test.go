@@ -119,6 +119,19 @@ func TestRules(t *testing.T) {
 			t.Errorf("%s: %s", tc.name, v.Summary())
 		}
 	}
+	// A step in which nothing was sent (every connection held by a stalled
+	// server, seen on a loaded machine) fails, and every rule still says
+	// why: the step's record keeps three outcomes.
+	none := (&driver.Result{Ops: map[string]*driver.OpResult{}, Open: driver.OpenStats{Due: 9400}}).QoS()
+	v := in.rules().Evaluate(none)
+	if v.Pass || len(v.Outcomes) != 3 {
+		t.Errorf("nothing sent: pass %v, %d outcomes (want 3): %s", v.Pass, len(v.Outcomes), v.Summary())
+	}
+	for _, o := range v.Outcomes {
+		if o.Pass {
+			t.Errorf("nothing sent: rule %s passed: %s", o.Rule, o.Text)
+		}
+	}
 }
 
 // TestSearchFloor: no rate is tried at which the shortest decision interval
