@@ -53,6 +53,8 @@ func TestNewRejects(t *testing.T) {
 		{map[string]string{"start_rate": "5000", "max_rate": "100"}, "maximum 100 is below its start 5000"},
 		{map[string]string{"tolerance": "0.7"}, "tolerance 0.7"},
 		{map[string]string{"limit": "0s"}, "not a positive duration"},
+		{map[string]string{"lb": "nginx"}, `parameter lb "nginx": want none or haproxy`},
+		{map[string]string{"backends": "3"}, "parameter backends 3: only with lb: haproxy"},
 	}
 	for _, tc := range tests {
 		_, err := newInstance(t, tc.params, false)
@@ -164,6 +166,59 @@ func TestOthersBusy(t *testing.T) {
 	for _, tc := range tests {
 		if got := tc.d.othersBusy(); got != tc.want {
 			t.Errorf("%+v: %v", tc.d, got)
+		}
+	}
+}
+
+func TestLBConfig(t *testing.T) {
+	in, err := newInstance(t, map[string]string{"lb": "haproxy"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.backends != 2 {
+		t.Errorf("lb haproxy: %d backends, want 2 by default", in.backends)
+	}
+	topo := in.topology()
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Roles) != 2 || topo.Roles[0].Count != 2 || !topo.Roles[1].Entry || topo.Roles[0].Entry {
+		t.Errorf("roles %+v", topo.Roles)
+	}
+	conf := haproxyConf(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{PortHTTP: 8080, PortStats: 8081}, Dir: "/nearnative"},
+		[]string{"10.0.0.2:80", "10.0.0.3:80"})
+	for _, want := range []string{"mode http", "balance roundrobin", "bind 0.0.0.0:8080", "server web0 10.0.0.2:80", "server web1 10.0.0.3:80",
+		"bind 0.0.0.0:8081", "stats uri /stats", "http-reuse always"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("haproxy.cfg lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Contains(conf, " check") {
+		t.Errorf("health checks configured (a dead backend must fail the step, not be hidden):\n%s", conf)
+	}
+	in, err = newInstance(t, map[string]string{"lb": "haproxy", "backends": "5"}, false)
+	if err != nil || in.backends != 5 {
+		t.Errorf("backends 5: %v, %+v", err, in)
+	}
+}
+
+func TestParseStats(t *testing.T) {
+	csv := "# pxname,svname,qcur,stot,hrsp_1xx,hrsp_2xx,status,\n" +
+		"web,FRONTEND,,100,0,100,OPEN,\n" +
+		"nginx,web0,0,50,0,49,no check,\n" +
+		"nginx,web1,0,51,0,51,no check,\n" +
+		"nginx,BACKEND,0,101,0,100,UP,\n" +
+		"stats,FRONTEND,,1,0,0,OPEN,\n"
+	got, err := parseStats(strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["web0"] != 49 || got["web1"] != 51 {
+		t.Errorf("parsed %v", got)
+	}
+	for _, bad := range []string{"", "# pxname,svname\nnginx,web0\n", "# pxname,svname,hrsp_2xx\nnginx,web0,many\n"} {
+		if _, err := parseStats(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
 		}
 	}
 }

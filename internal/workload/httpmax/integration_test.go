@@ -175,3 +175,68 @@ func killServers(t *testing.T, run runid.ID) {
 		t.Errorf("no nginx process of run %s to kill", run)
 	}
 }
+
+// TestFindMaxBehindHAProxy runs a short find-max trial through HAProxy in
+// front of two nginx servers, deployed as a topology on native, docker-nat
+// (only HAProxy's ports published) and docker-host, and checks from
+// HAProxy's own statistics that both nginx served requests.
+func TestFindMaxBehindHAProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs HAProxy and nginx natively and in containers")
+	}
+	run := runid.New()
+	kinds := []string{platform.Native, platform.DockerNAT, platform.DockerHost}
+	ps := testenv.Platforms(t, run, t.TempDir(), kinds...)
+	params := map[string]string{"lb": "haproxy", "max_steps": "6"}
+	for k, v := range quickParams {
+		params[k] = v
+	}
+	in, err := newInstance(t, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		t.Run(k, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			log := &search.MemLog{}
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[k], Duration: 500 * time.Millisecond,
+				RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: &sink{}})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			steps, _ := log.Steps(ctx)
+			if len(steps) < 2 || res.Values[MetricMaxRate] < 1 || res.Values[MetricServerCPU] <= 0 {
+				t.Errorf("%d steps, values %v", len(steps), res.Values)
+			}
+			notes := strings.Join(res.Notes, "\n")
+			// The note lists each backend's 2xx responses; the trial fails
+			// when one got none, so both must be there and non-zero.
+			var line string
+			for _, n := range res.Notes {
+				if strings.HasPrefix(n, "HAProxy's 2xx responses per nginx backend") {
+					line = n
+				}
+			}
+			t.Log(line)
+			for _, b := range []string{"web0 ", "web1 "} {
+				i := strings.Index(line, b)
+				if i < 0 {
+					t.Errorf("no responses of %s in %q", b, line)
+					continue
+				}
+				n, _ := strconv.Atoi(strings.TrimRight(strings.Fields(line[i+len(b):])[0], ","))
+				if n < 100 {
+					t.Errorf("%s served %d requests: %q", b, n, line)
+				}
+			}
+			cmds := strings.Join(res.Commands, "\n")
+			if !strings.Contains(cmds, "haproxy -db -f") || strings.Count(cmds, "exec nginx") != 2 || !strings.Contains(notes, "lb haproxy") {
+				t.Errorf("commands %q, notes %q", res.Commands, res.Notes)
+			}
+			if len(res.Where) < 3 {
+				t.Errorf("where %q", res.Where)
+			}
+		})
+	}
+}
