@@ -624,3 +624,28 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Typical shape of a search, for the run's duration estimate: the coarse
+// ramp doubles from the start rate to about the highest rate nginx reaches
+// natively on two cores (30,000 req/s seen), then about ten fine steps and
+// the verification, each step with its warm-up, drain, pause and a reading
+// of the server's CPU time (a Docker stats call: about 0.5 s).
+const (
+	typicalMaxRate   = 30000
+	typicalFineSteps = 10
+	stepOverhead     = drain + stepPause + 500*time.Millisecond
+)
+
+// Estimate implements workload.Estimator: a typical search, within the
+// step cap.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	cfg := in.searchConfig(trial)
+	coarse := 1
+	if cfg.Start < typicalMaxRate {
+		coarse += int(math.Ceil(math.Log2(typicalMaxRate / cfg.Start)))
+	}
+	coarse = min(coarse, cfg.MaxSteps)
+	fine := min(cfg.MaxSteps-coarse, typicalFineSteps)
+	per := in.warmup + stepOverhead
+	return time.Duration(coarse)*(min(in.coarse, trial)+per) + time.Duration(fine)*(trial+per) + time.Second
+}
