@@ -627,13 +627,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // Typical shape of a search, for the run's duration estimate: the coarse
 // ramp doubles from the start rate to about the highest rate nginx reaches
-// natively on two cores (30,000 req/s seen), then about ten fine steps and
-// the verification, each step with its warm-up, drain, pause and a reading
-// of the server's CPU time (a Docker stats call: about 0.5 s).
+// natively on two cores (30,000 req/s seen), then about six fine steps and
+// the verification (8 to 12 steps in all were seen with --quick), each step
+// with its warm-up, the pause and about 0.2 s of driver start and CPU
+// readings (the drain ends as soon as the last requests are answered).
+// Calibrated on a --quick run here: 9 to 17 s a trial.
 const (
 	typicalMaxRate   = 30000
-	typicalFineSteps = 10
-	stepOverhead     = drain + stepPause + 500*time.Millisecond
+	typicalFineSteps = 6
+	stepOverhead     = stepPause + 200*time.Millisecond
 )
 
 // Estimate implements workload.Estimator: a typical search, within the

@@ -223,17 +223,21 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
-// TestEstimate: a quick search, 5 coarse steps from 2000 req/s and 7 fine
-// ones to its cap of 12; a full one, 6 coarse and 10 fine.
+// TestEstimate: a quick search, 5 coarse steps from 2000 req/s and 6 fine
+// ones; a full one, 6 coarse and 6 fine; a cap of 7 steps leaves 2 fine.
 func TestEstimate(t *testing.T) {
 	q, _ := newInstance(t, nil, true)
 	per := 250*time.Millisecond + stepOverhead
-	if got, want := q.Estimate(time.Second), 5*(500*time.Millisecond+per)+7*(time.Second+per)+time.Second; got != want {
+	if got, want := q.Estimate(time.Second), 5*(500*time.Millisecond+per)+6*(time.Second+per)+time.Second; got != want {
 		t.Errorf("quick: %v, want %v", got, want)
 	}
 	f, _ := newInstance(t, nil, false)
 	per = 2*time.Second + stepOverhead
-	if got, want := f.Estimate(5*time.Second), 6*(2*time.Second+per)+10*(5*time.Second+per)+time.Second; got != want {
+	if got, want := f.Estimate(5*time.Second), 6*(2*time.Second+per)+6*(5*time.Second+per)+time.Second; got != want {
 		t.Errorf("full: %v, want %v", got, want)
+	}
+	c, _ := newInstance(t, map[string]string{"max_steps": "7"}, false)
+	if got, want := c.Estimate(5*time.Second), 6*(2*time.Second+per)+1*(5*time.Second+per)+time.Second; got != want {
+		t.Errorf("cap 7: %v, want %v", got, want)
 	}
 }
