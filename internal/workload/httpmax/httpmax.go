@@ -57,6 +57,9 @@ const (
 // OpenLoopNote goes with every trial.
 const OpenLoopNote = "open loop: requests are due at a fixed rate whatever happened to the ones before; latency runs from each request's due time (wrk2's rule against coordinated omission), not from when it was sent"
 
+// defaultBackends is the number of nginx servers behind HAProxy.
+const defaultBackends = 2
+
 // Workload is the http-max workload kind.
 type Workload struct{}
 
@@ -77,6 +80,8 @@ func (Workload) Params() []workload.Param {
 		{Name: "drivers", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "child driver processes (0: the load comes from the nearnative process itself)"},
 		{Name: "driver_cpus", Type: workload.String, Default: "", Help: "CPU list the child driver processes are pinned to (needs drivers >= 1), e.g. 1 or 2-3"},
 		{Name: "nginx_workers", Type: workload.String, Default: "auto", Help: "nginx worker_processes: auto (one per CPU the server sees) or a number"},
+		{Name: "lb", Type: workload.String, Default: LBNone, Help: "none: the driver sends to one nginx; haproxy: to HAProxy (HTTP mode, round robin) in front of backends nginx servers, all on the platform"},
+		{Name: "backends", Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "nginx servers behind HAProxy (lb: haproxy only; 0: two)"},
 		{Name: "start_rate", Type: workload.Float, Default: "1000", Quick: "2000", Min: 1, HasMin: true, Help: "first rate (requests/s) of the search's coarse ramp, which doubles it until a first failure"},
 		{Name: "max_rate", Type: workload.Float, Default: "1000000", Min: 1, HasMin: true, Help: "the search never tries more than this many requests/s"},
 		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.05", Min: 0.001, HasMin: true,
@@ -98,10 +103,15 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		drivers:     v.Int("drivers"),
 		driverCPUs:  v.String("driver_cpus"),
 		workers:     v.String("nginx_workers"),
+		lb:          v.String("lb"),
+		backends:    v.Int("backends"),
 		search: search.Config{Start: v.Float("start_rate"), Max: v.Float("max_rate"), Min: 1,
 			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
 		warmup: v.Duration("step_warmup"),
 		coarse: v.Duration("coarse_interval"),
+	}
+	if in.lb == LBHAProxy && in.backends == 0 {
+		in.backends = defaultBackends
 	}
 	if err := in.Validate(); err != nil {
 		return nil, err
@@ -117,6 +127,8 @@ type Instance struct {
 	drivers     int
 	driverCPUs  string
 	workers     string
+	lb          string
+	backends    int // nginx servers behind HAProxy; 0 until New sets the default
 	search      search.Config
 	warmup      time.Duration
 	coarse      time.Duration
@@ -129,6 +141,21 @@ func (in *Instance) Validate() error {
 	}
 	if err := checkWorkers(in.workers); err != nil {
 		return err
+	}
+	switch in.lb {
+	case LBNone:
+		if in.backends != 0 {
+			return fmt.Errorf("parameter backends %d: only with lb: %s (lb is %s: one nginx, driven directly)", in.backends, LBHAProxy, LBNone)
+		}
+	case LBHAProxy:
+		if in.backends < 1 {
+			return fmt.Errorf("parameter backends %d: want at least 1 nginx behind HAProxy", in.backends)
+		}
+		if err := in.topology().Validate(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("parameter lb %q: want %s or %s", in.lb, LBNone, LBHAProxy)
 	}
 	if err := in.search.Validate(); err != nil {
 		return fmt.Errorf("parameters start_rate, max_rate, tolerance: %w", err)
@@ -146,11 +173,14 @@ func (in *Instance) Validate() error {
 	return nil
 }
 
-// rules are the QoS every step must meet.
+// rules are the QoS every step must meet. The failure rule names the GET
+// operation, so that a step in which no request was even sent (every
+// connection held by a stalled server) still records its outcome, "never
+// attempted", instead of dropping it.
 func (in *Instance) rules() qos.Set {
 	return qos.Set{
 		qos.Percentile{Q: 0.99, Limits: map[string]time.Duration{httpc.GetOp: in.limit}},
-		qos.Failures{Max: maxFailures},
+		qos.Failures{Max: maxFailures, Only: []string{httpc.GetOp}},
 		qos.Delivered{Min: minDelivered},
 	}
 }
@@ -196,6 +226,7 @@ type stepDetail struct {
 	Rate        float64           `json:"rate"`
 	Throughput  float64           `json:"throughput"` // answered successfully per second of the decision interval
 	Due         int64             `json:"due"`
+	Sent        int64             `json:"sent"` // of the due ones, before the driver stopped
 	Late        int64             `json:"late"`
 	P50Ms       float64           `json:"p50_ms"`
 	P90Ms       float64           `json:"p90_ms"`
@@ -219,29 +250,20 @@ type stepDetail struct {
 // Run implements workload.Instance.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	srv, stop, err := workload.StartServer(ctx, t, in.spec(), &res)
+	start := in.startOne
+	if in.lb == LBHAProxy {
+		start = in.deployLB
+	}
+	tg, stop, err := start(ctx, t, &res)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		stop(&err)
-		if errors.Is(err, errServerGone) {
-			err = fmt.Errorf("%w; last lines of its log:\n%s", err, logTail(t, 15))
-		}
-	}()
-	cpuRep, ok := srv.(platform.CPUReporter)
-	if !ok {
-		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
-	}
-	url := "http://" + srv.Addr("http") + PagePath
-	if err := waitReady(ctx, url, in.pageBytes, readyTimeout); err != nil {
-		return res, fmt.Errorf("nginx server: %w", err)
-	}
-	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, url))
+	defer stop(&err)
+	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, tg.url))
 
-	srvCPU := &serverCPU{rep: cpuRep}
+	srvCPU := &serverCPU{rep: tg.cpu}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, url, srvCPU)
+		return in.step(ctx, t, st, tg, srvCPU)
 	}
 	cfg := in.searchConfig(t.Duration)
 	if cfg.Tolerance > search.DefaultTolerance {
@@ -251,6 +273,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	sr, err := search.Run(ctx, cfg, t.Steps, exec)
 	if err != nil {
 		return res, err
+	}
+	if tg.check != nil {
+		if err := tg.check(ctx); err != nil {
+			return res, fmt.Errorf("%w: %w", errTopologyGone, err)
+		}
 	}
 	if !sr.Found {
 		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval holds fewer than %d requests, too few for a p99): %s",
@@ -279,6 +306,11 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	res.Commands = append(res.Commands, d.Commands...)
 	res.Notes = append(res.Notes, OpenLoopNote, in.searchNote(t, sr))
+	if tg.finish != nil {
+		if err := tg.finish(ctx, &res); err != nil {
+			return res, err
+		}
+	}
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
@@ -291,8 +323,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if n := saturatedSteps(sr.Steps); n > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and nginx %.0f%% of one CPU",
-		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, d.ServerCPU))
+	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and %s %.0f%% of one CPU",
+		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, tg.servers, d.ServerCPU))
 	if n := othersBusy(sr.Steps); n > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and nginx used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
 	}
@@ -343,7 +375,8 @@ func (s *serverCPU) mark(ctx context.Context) (used, over time.Duration, err err
 }
 
 // step runs the driver at one rate and judges it.
-func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, url string, srvCPU *serverCPU) (search.Outcome, error) {
+func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, tg *target, srvCPU *serverCPU) (search.Outcome, error) {
+	url := tg.url
 	decide := t.Duration
 	if st.Phase == search.Coarse {
 		decide = min(in.coarse, t.Duration)
@@ -379,6 +412,11 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	d := detail(r, verdict, cpu0.Delta(cpu1), srvUsed, srvOver, in.limit)
 	d.Rate = st.Value
 	if !verdict.Pass {
+		if tg.check != nil {
+			if err := tg.check(ctx); err != nil {
+				return search.Outcome{}, fmt.Errorf("%w: %w", errTopologyGone, err)
+			}
+		}
 		if gone := serverGone(ctx, r, url, in.pageBytes); gone != nil {
 			return search.Outcome{}, gone
 		}
@@ -390,6 +428,9 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	summary := fmt.Sprintf("%s %.0f req/s: p99 %.3g ms, %.0f answered/s, %s", st.Phase, st.Value, d.P99Ms, d.Throughput, verdict.Summary())
 	if d.Unfinished > 0 {
 		summary += fmt.Sprintf(" (%d cut off unanswered at the end)", d.Unfinished)
+	}
+	if unsent := d.Due - d.Sent; unsent > 0 {
+		summary += fmt.Sprintf(" (%d of the due requests never sent: all %d connections were waiting for answers, or the driver was behind its plan)", unsent, in.connections)
 	}
 	if d.Saturation.Saturated {
 		summary += " (driver saturated)"
@@ -407,7 +448,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 // detail summarises a step.
 func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOver time.Duration, limit time.Duration) stepDetail {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	d := stepDetail{Due: r.Open.Due, Late: r.Open.Late, QoS: v, Commands: r.Commands}
+	d := stepDetail{Due: r.Open.Due, Sent: r.Open.Sent, Late: r.Open.Late, QoS: v, Commands: r.Commands}
 	if g := r.Ops[httpc.GetOp]; g != nil {
 		d.P50Ms, d.P90Ms, d.P99Ms = ms(g.Latency.Quantile(0.5)), ms(g.Latency.Quantile(0.9)), ms(g.Latency.Quantile(0.99))
 		d.P999Ms, d.MaxMs = ms(g.Latency.Quantile(0.999)), ms(g.Latency.Max())
@@ -437,6 +478,36 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOv
 
 // errServerGone marks a trial whose server stopped answering.
 var errServerGone = errors.New("the nginx server stopped answering")
+
+// errTopologyGone marks a trial in which a server of the load-balanced
+// topology exited (the error names it and shows its log's tail).
+var errTopologyGone = errors.New("a server behind the driver's address exited")
+
+// startOne starts the single nginx the driver sends to directly.
+func (in *Instance) startOne(ctx context.Context, t workload.Trial, res *workload.Result) (*target, func(*error), error) {
+	srv, stop, err := workload.StartServer(ctx, t, in.spec(), res)
+	if err != nil {
+		return nil, nil, err
+	}
+	stopTail := func(err *error) {
+		stop(err)
+		if errors.Is(*err, errServerGone) {
+			*err = fmt.Errorf("%w; last lines of its log:\n%s", *err, logTail(t, 15))
+		}
+	}
+	cpuRep, ok := srv.(platform.CPUReporter)
+	if !ok {
+		stopTail(&err)
+		return nil, nil, errors.Join(fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name()), err)
+	}
+	url := "http://" + srv.Addr("http") + PagePath
+	if rerr := waitReady(ctx, url, in.pageBytes, readyTimeout); rerr != nil {
+		err = fmt.Errorf("nginx server: %w", rerr)
+		stopTail(&err)
+		return nil, nil, err
+	}
+	return &target{url: url, cpu: cpuRep, servers: "nginx"}, stopTail, nil
+}
 
 // serverGone tells a server that died from one that was only overloaded:
 // when most requests failed to connect, it must still serve the page.
@@ -552,4 +623,31 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Typical shape of a search, for the run's duration estimate: the coarse
+// ramp doubles from the start rate to about the highest rate nginx reaches
+// natively on two cores (30,000 req/s seen), then about six fine steps and
+// the verification (8 to 12 steps in all were seen with --quick), each step
+// with its warm-up, the pause and about 0.2 s of driver start and CPU
+// readings (the drain ends as soon as the last requests are answered).
+// Calibrated on a --quick run here: 9 to 17 s a trial.
+const (
+	typicalMaxRate   = 30000
+	typicalFineSteps = 6
+	stepOverhead     = stepPause + 200*time.Millisecond
+)
+
+// Estimate implements workload.Estimator: a typical search, within the
+// step cap.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	cfg := in.searchConfig(trial)
+	coarse := 1
+	if cfg.Start < typicalMaxRate {
+		coarse += int(math.Ceil(math.Log2(typicalMaxRate / cfg.Start)))
+	}
+	coarse = min(coarse, cfg.MaxSteps)
+	fine := min(cfg.MaxSteps-coarse, typicalFineSteps)
+	per := in.warmup + stepOverhead
+	return time.Duration(coarse)*(min(in.coarse, trial)+per) + time.Duration(fine)*(trial+per) + time.Second
 }

@@ -53,6 +53,8 @@ func TestNewRejects(t *testing.T) {
 		{map[string]string{"start_rate": "5000", "max_rate": "100"}, "maximum 100 is below its start 5000"},
 		{map[string]string{"tolerance": "0.7"}, "tolerance 0.7"},
 		{map[string]string{"limit": "0s"}, "not a positive duration"},
+		{map[string]string{"lb": "nginx"}, `parameter lb "nginx": want none or haproxy`},
+		{map[string]string{"backends": "3"}, "parameter backends 3: only with lb: haproxy"},
 	}
 	for _, tc := range tests {
 		_, err := newInstance(t, tc.params, false)
@@ -119,6 +121,19 @@ func TestRules(t *testing.T) {
 			t.Errorf("%s: %s", tc.name, v.Summary())
 		}
 	}
+	// A step in which nothing was sent (every connection held by a stalled
+	// server, seen on a loaded machine) fails, and every rule still says
+	// why: the step's record keeps three outcomes.
+	none := (&driver.Result{Ops: map[string]*driver.OpResult{}, Open: driver.OpenStats{Due: 9400}}).QoS()
+	v := in.rules().Evaluate(none)
+	if v.Pass || len(v.Outcomes) != 3 {
+		t.Errorf("nothing sent: pass %v, %d outcomes (want 3): %s", v.Pass, len(v.Outcomes), v.Summary())
+	}
+	for _, o := range v.Outcomes {
+		if o.Pass {
+			t.Errorf("nothing sent: rule %s passed: %s", o.Rule, o.Text)
+		}
+	}
 }
 
 // TestSearchFloor: no rate is tried at which the shortest decision interval
@@ -152,5 +167,77 @@ func TestOthersBusy(t *testing.T) {
 		if got := tc.d.othersBusy(); got != tc.want {
 			t.Errorf("%+v: %v", tc.d, got)
 		}
+	}
+}
+
+func TestLBConfig(t *testing.T) {
+	in, err := newInstance(t, map[string]string{"lb": "haproxy"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.backends != 2 {
+		t.Errorf("lb haproxy: %d backends, want 2 by default", in.backends)
+	}
+	topo := in.topology()
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Roles) != 2 || topo.Roles[0].Count != 2 || !topo.Roles[1].Entry || topo.Roles[0].Entry {
+		t.Errorf("roles %+v", topo.Roles)
+	}
+	conf := haproxyConf(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{PortHTTP: 8080, PortStats: 8081}, Dir: "/nearnative"},
+		[]string{"10.0.0.2:80", "10.0.0.3:80"})
+	for _, want := range []string{"mode http", "balance roundrobin", "bind 0.0.0.0:8080", "server web0 10.0.0.2:80", "server web1 10.0.0.3:80",
+		"bind 0.0.0.0:8081", "stats uri /stats", "http-reuse always"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("haproxy.cfg lacks %q:\n%s", want, conf)
+		}
+	}
+	if strings.Contains(conf, " check") {
+		t.Errorf("health checks configured (a dead backend must fail the step, not be hidden):\n%s", conf)
+	}
+	in, err = newInstance(t, map[string]string{"lb": "haproxy", "backends": "5"}, false)
+	if err != nil || in.backends != 5 {
+		t.Errorf("backends 5: %v, %+v", err, in)
+	}
+}
+
+func TestParseStats(t *testing.T) {
+	csv := "# pxname,svname,qcur,stot,hrsp_1xx,hrsp_2xx,status,\n" +
+		"web,FRONTEND,,100,0,100,OPEN,\n" +
+		"nginx,web0,0,50,0,49,no check,\n" +
+		"nginx,web1,0,51,0,51,no check,\n" +
+		"nginx,BACKEND,0,101,0,100,UP,\n" +
+		"stats,FRONTEND,,1,0,0,OPEN,\n"
+	got, err := parseStats(strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["web0"] != 49 || got["web1"] != 51 {
+		t.Errorf("parsed %v", got)
+	}
+	for _, bad := range []string{"", "# pxname,svname\nnginx,web0\n", "# pxname,svname,hrsp_2xx\nnginx,web0,many\n"} {
+		if _, err := parseStats(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestEstimate: a quick search, 5 coarse steps from 2000 req/s and 6 fine
+// ones; a full one, 6 coarse and 6 fine; a cap of 7 steps leaves 2 fine.
+func TestEstimate(t *testing.T) {
+	q, _ := newInstance(t, nil, true)
+	per := 250*time.Millisecond + stepOverhead
+	if got, want := q.Estimate(time.Second), 5*(500*time.Millisecond+per)+6*(time.Second+per)+time.Second; got != want {
+		t.Errorf("quick: %v, want %v", got, want)
+	}
+	f, _ := newInstance(t, nil, false)
+	per = 2*time.Second + stepOverhead
+	if got, want := f.Estimate(5*time.Second), 6*(2*time.Second+per)+6*(5*time.Second+per)+time.Second; got != want {
+		t.Errorf("full: %v, want %v", got, want)
+	}
+	c, _ := newInstance(t, map[string]string{"max_steps": "7"}, false)
+	if got, want := c.Estimate(5*time.Second), 6*(2*time.Second+per)+1*(5*time.Second+per)+time.Second; got != want {
+		t.Errorf("cap 7: %v, want %v", got, want)
 	}
 }

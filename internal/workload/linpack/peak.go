@@ -106,8 +106,8 @@ func ReadCPU() (CPU, error) {
 // each) of the widest vector the flags offer, as on every x86 core with FMA
 // since Intel Haswell and AMD Zen; without FMA, one add and one multiply
 // unit. The flags cannot tell how many units a core really has: AMD Zen 4
-// runs 512-bit instructions on 256-bit units (16, not 32), some Intel parts
-// have one 512-bit FMA unit.
+// runs 512-bit instructions on 256-bit units (16, not 32; CPU.Peak knows it
+// by its family), some Intel parts have one 512-bit FMA unit.
 func FlopsPerCycle(flags map[string]bool) (int, string) {
 	switch {
 	case flags["avx512f"] && flags["fma"]:
@@ -134,15 +134,23 @@ type Peak struct {
 
 // Peak returns the flags-derived peak of threads BLAS threads: threads /
 // ThreadsPerCore cores (SMT siblings share their core's units) x the
-// nominal clock x FlopsPerCycle.
+// nominal clock x FlopsPerCycle, which is 16 on AMD Zen 4 (family 25 with
+// AVX-512) whatever its flags.
 func (c CPU) Peak(threads int) Peak {
 	per, why := FlopsPerCycle(c.Flags)
+	zen4 := c.Vendor == "AuthenticAMD" && c.Family == 25 && c.Flags["avx512f"] && c.Flags["fma"]
+	if zen4 {
+		// Family 25 is Zen 3 and Zen 4; only Zen 4 has AVX-512, which it
+		// executes on its two 256-bit FMA units: the flags alone would
+		// double the peak.
+		per, why = 16, "avx512f+fma on AMD family 25, Zen 4: AVX-512 runs on its 2 FMA units of 256 bits, 2 x 4 doubles x 2"
+	}
 	cores := float64(threads) / float64(max(c.ThreadsPerCore, 1))
 	p := Peak{Cores: cores, MHz: c.MHz, PerCycle: per, GFLOPS: cores * c.MHz * float64(per) / 1000}
 	p.How = fmt.Sprintf("flags peak %.1f GFLOPS = %s cores x %.0f MHz (%s) x %d DP FLOPs/cycle (%s)",
 		p.GFLOPS, trimFloat(cores), c.MHz, c.MHzFrom, per, why)
-	if c.Vendor == "AuthenticAMD" && c.Family == 25 && c.Flags["avx512f"] {
-		p.How += "; this is AMD family 25 (Zen 4), whose cores execute AVX-512 on 256-bit units (16 FLOPs/cycle) but boost above the nominal clock: the flags peak is an upper bound it cannot reach"
+	if zen4 {
+		p.How += "; Zen 4 boosts above its nominal clock, so a rate may pass this peak"
 	}
 	return p
 }
