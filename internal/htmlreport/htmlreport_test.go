@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/stats"
-	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
