@@ -304,7 +304,11 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if err != nil {
 		return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
 	}
-	summary := fmt.Sprintf("%s %d users: %.1f ops/s, cycle %.2f s, %s", st.Phase, users, dt.Throughput, dt.Cycle.AchievedMs/1000, verdict.Summary())
+	cycle := "no cycle completed within the interval"
+	if dt.Cycle.N > 0 {
+		cycle = fmt.Sprintf("cycle %.2f s", dt.Cycle.AchievedMs/1000)
+	}
+	summary := fmt.Sprintf("%s %d users: %.1f ops/s, %s, %s", st.Phase, users, dt.Throughput, cycle, verdict.Summary())
 	if dt.SetupFailures > 0 {
 		summary += fmt.Sprintf(" (%d users could not start)", dt.SetupFailures)
 	}
