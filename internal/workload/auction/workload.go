@@ -76,11 +76,11 @@ func (Workload) Description() string {
 // settings are below Weathervane's.
 func (Workload) Params() []workload.Param {
 	ps := []workload.Param{
-		{Name: pMaxUsers, Type: workload.Int, Default: "1500", Min: 10, HasMin: true,
+		{Name: pMaxUsers, Type: workload.Int, Default: "1500", Quick: "3000", Min: 10, HasMin: true,
 			Help: "the data's size, Weathervane's maxUsers: 5 registered users per user (each with 5 purchases, 100 bids, 20 attendances), one live auction per 15 users; loaded once into a template, copied per trial"},
 		{Name: pSearchMax, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "the most users the search tries (0: max_users); more than max_users is refused: every user needs registered users of its own"},
-		{Name: pStartUsers, Type: workload.Int, Default: "100", Quick: "200", Min: 1, HasMin: true,
+		{Name: pStartUsers, Type: workload.Int, Default: "100", Quick: "400", Min: 1, HasMin: true,
 			Help: "users of the coarse ramp's first step, which doubles them until a step fails"},
 		{Name: pAppServers, Type: workload.Int, Default: "2", Quick: "1", Min: 1, HasMin: true,
 			Help: "application servers (Tomcat) behind nginx, each in a container of its own under Docker (--quick: one, each JVM costs a 2-core machine about a minute to boot)"},
@@ -94,7 +94,7 @@ func (Workload) Params() []workload.Param {
 			Help: "the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%; ours 5%: a 2-core machine's noise between steps is larger than 1%)"},
 		{Name: pFineStep, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the fine search's first step, a fraction of the first failing user count (ours: 5%; a larger one closes the bracket in fewer steps)"},
-		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "5", Min: 2, HasMin: true,
+		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "6", Min: 2, HasMin: true,
 			Help: "the search stops after this many steps even if its bracket is open, and reports its best pass unverified (the notes say so)"},
 		{Name: pRampUp, Type: workload.Duration, Default: "24s", Quick: "3s",
 			Help: "each step's users start spread over this (Weathervane ramps 120 s between levels; ours a fifth of it)"},

@@ -302,11 +302,11 @@ func TestDriverConfig(t *testing.T) {
 	if c.Phases.Steady != 9*time.Second || c.Phases.Warmup != in.warmup || c.Phases.RampUp != in.rampUp {
 		t.Errorf("phases %+v", c.Phases)
 	}
-	if c.Params[ParamMaxUsers] != "1500" || c.Params[ParamRegistered] != "7500" {
-		t.Errorf("params %v: want the data's 1500 users and their 7500 registered users (--quick keeps the size: a quick search must reach a failing step)", c.Params)
+	if c.Params[ParamMaxUsers] != "3000" || c.Params[ParamRegistered] != "15000" {
+		t.Errorf("params %v: want the quick data's 3000 users and their 15000 registered users (a quick search should reach a failing step)", c.Params)
 	}
 	notes := strings.Join(in.quickNotes(20*time.Second), " ")
-	for _, want := range []string{"shorter than Weathervane's", "within 20%", "20s decision intervals", "3s ramp and 5s warm-up", "mix within 90%", "data for 1500 users"} {
+	for _, want := range []string{"shorter than Weathervane's", "within 20%", "20s decision intervals", "3s ramp and 5s warm-up", "mix within 90%", "data for 3000 users"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("quick notes %q lack %q", notes, want)
 		}
@@ -319,7 +319,7 @@ func TestDriverConfig(t *testing.T) {
 	if n := strings.Join(def.quickNotes(time.Minute), " "); !strings.Contains(n, "within 5%") || !strings.Contains(n, "24s ramp and 36s warm-up") || strings.Contains(n, "mix") {
 		t.Errorf("the defaults' notes %q: want the 5%% search and the fifth of Weathervane's intervals, not the mix", n)
 	}
-	if got := in.size.Users(); got != 1500*app.UsersPerMaxUser {
+	if got := in.size.Users(); got != 3000*app.UsersPerMaxUser {
 		t.Errorf("registered users %d", got)
 	}
 }
@@ -331,8 +331,8 @@ func TestEstimate(t *testing.T) {
 		trial  time.Duration
 		want   time.Duration
 	}{
-		// 200, 400, 800, 1500, then the step cap of 5: 5 x (3 s + 5 s + 8 s).
-		{nil, true, 8 * time.Second, bootEstimate + 5*16*time.Second},
+		// 400, 800, 1600, 3000, 2 fine steps: 6 x (3 s + 5 s + 8 s).
+		{nil, true, 8 * time.Second, bootEstimate + 6*16*time.Second},
 		// 100 .. 1500 in 5 coarse steps and 2 fine: 7 x (24 s + 36 s + 60 s).
 		{nil, false, time.Minute, bootEstimate + 7*2*time.Minute},
 		// a search that starts at its maximum: one coarse step and 2 fine.
