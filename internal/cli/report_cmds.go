@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/htmlreport"
 	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -30,6 +32,8 @@ type storedRun struct {
 	// layouts are the topology trials' layouts (nil when the store keeps
 	// none).
 	layouts map[store.TrialKey]layout.Layout
+	// traces are the find-max searches of the trials that searched.
+	traces []report.Trace
 }
 
 // loadRun reads the run ref names. A stored study that no longer parses
@@ -59,7 +63,11 @@ func (a *app) loadRun(ctx context.Context, db store.Store, ref string) (storedRu
 			return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)
 		}
 	}
-	return storedRun{run: r, trials: trials, study: st, notes: notes, layouts: lays}, nil
+	sr := storedRun{run: r, trials: trials, study: st, notes: notes, layouts: lays}
+	if sr.traces, err = traces(ctx, db, sr); err != nil {
+		return storedRun{}, err
+	}
+	return sr, nil
 }
 
 // analyse analyses a stored run the way every report does, with the
@@ -196,7 +204,7 @@ the exact commands run.`,
 				return err
 			}
 			data, err := renderTo(func(w io.Writer) error {
-				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes, Layouts: s.layouts})
+				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes, Layouts: s.layouts, Traces: s.traces})
 			})
 			if err != nil {
 				return err
@@ -353,4 +361,46 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 	}
 	c.Flags().StringVar(&failIfSlower, "fail-if-slower", "", "exit 1 when a primary metric is significantly worse than in the first run by more than this percentage, e.g. 5%")
 	return c
+}
+
+// traces reads the find-max steps of every trial of s that searched (none
+// when the store keeps no steps), ordered by workload, platform (the
+// study's order) and round.
+func traces(ctx context.Context, db store.Store, s storedRun) ([]report.Trace, error) {
+	ss, ok := db.(store.StepStore)
+	if !ok {
+		return nil, nil
+	}
+	order := map[string]int{}
+	if s.study != nil {
+		for i, p := range s.study.Platforms {
+			order[p.Name] = i
+		}
+	}
+	var out []report.Trace
+	for _, t := range s.trials {
+		key := store.TrialKey{Run: s.run.ID, Round: t.Round, Workload: t.Workload, Platform: t.Platform}
+		steps, err := ss.Steps(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", s.run.ID, err)
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		if _, ok := order[t.Platform]; !ok {
+			order[t.Platform] = len(order)
+		}
+		out = append(out, report.Trace{Workload: t.Workload, Platform: t.Platform, Round: t.Round, Warmup: t.Warmup, Error: t.Error, Steps: steps})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Workload != b.Workload {
+			return a.Workload < b.Workload
+		}
+		if order[a.Platform] != order[b.Platform] {
+			return order[a.Platform] < order[b.Platform]
+		}
+		return a.Round < b.Round
+	})
+	return out, nil
 }

@@ -58,6 +58,9 @@ type Input struct {
 	// Layouts are the stored layouts of topology trials (where each server
 	// ran, per-CPU busy time, migrations); nil for none.
 	Layouts map[store.TrialKey]placement.Layout
+	// Traces are the find-max searches of the trials that searched; nil
+	// for none.
+	Traces []report.Trace
 }
 
 // Write writes the HTML report of in: one self-contained page that needs no
@@ -104,6 +107,7 @@ type view struct {
 	Placements  []placementView
 	Trials      []store.Trial
 	Commands    []commandBlock
+	Traces      []report.Trace
 }
 
 // KV is one labelled value.
@@ -193,6 +197,7 @@ func build(in Input) view {
 	v.Diagnostics = diagnostics(in.Result.Diagnostics)
 	v.Placements = placements(in.Trials, in.Layouts)
 	v.Commands = commands(in.Trials)
+	v.Traces = in.Traces
 	return v
 }
 

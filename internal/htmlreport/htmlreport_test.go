@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
@@ -298,5 +299,42 @@ func TestExportGolden(t *testing.T) {
 		if _, ok := rows[0][k]; !ok {
 			t.Errorf("JSON row lacks %q", k)
 		}
+	}
+}
+
+// TestHTMLTraces: a find-max trial's steps are shown in order, each marked
+// passed or failed with its outcome on hover, and a search stopped for a
+// platform says why.
+func TestHTMLTraces(t *testing.T) {
+	in := fixtureInput(t)
+	in.Traces = []report.Trace{
+		{Workload: "auction", Platform: "native", Round: 1, Steps: []store.Step{
+			{Phase: "coarse", Value: 50, Pass: true, Summary: "coarse 50 users: pass"},
+			{Phase: "coarse", Value: 100, Pass: false, Summary: "coarse 100 users: FAIL within"},
+			{Phase: "verify", Value: 50, Pass: true}}},
+		{Workload: "auction", Platform: "vm", Round: 1, Error: "the auction did not start on vm: tomcat exited", Steps: []store.Step{
+			{Phase: "coarse", Value: 50, Pass: false}}},
+	}
+	var b bytes.Buffer
+	if err := Write(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, want := range []string{
+		`<h2 id="traces">Find-max traces</h2>`,
+		`<span class="phase">coarse</span> <span class="step-pass" title="coarse 50 users: pass">50+</span> <span class="step-fail" title="coarse 100 users: FAIL within">100-</span> <span class="phase">verify</span> <span class="step-pass" title="">50+</span>`,
+		`<div class="step-fail">stopped: the auction did not start on vm: tomcat exited</div>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	in.Traces = nil
+	b.Reset()
+	if err := Write(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), `id="traces"`) {
+		t.Error("a run without searches has a traces section")
 	}
 }

@@ -23,6 +23,9 @@ type Header struct {
 	// RunNotes are the run's stored notes: degraded modes, skipped
 	// platforms, environment facts that could not be captured.
 	RunNotes []store.RunNote
+	// Traces are the find-max searches of the run's trials (workloads that
+	// search for a peak load), shown after the diagnostics.
+	Traces []Trace
 }
 
 // MethodText is the headers' phrase for the interval methods a result used.
@@ -105,6 +108,9 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 		return err
 	}
 	if err := OpDiagnostics(w, res); err != nil {
+		return err
+	}
+	if err := Traces(w, h.Traces); err != nil {
 		return err
 	}
 	if sum := res.Warnings.Summary(); len(sum) > 0 {

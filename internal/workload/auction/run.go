@@ -225,8 +225,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	return res, nil
 }
 
-// StackError is a deployment that did not come up or died (a server that
-// failed to start, a broker that is unreachable): the error names the
+// StackError is a deployment that did not come up or failed during the
+// search (a server that failed to start or exited, an app server that lost
+// its broker): the error names the
 // server and carries its log's tail. Run returns it marked
 // workload.StopUnit: the platform cannot run the auction as configured, and
 // the study goes on with the others.
@@ -236,7 +237,7 @@ type StackError struct {
 }
 
 func (e *StackError) Error() string {
-	return fmt.Sprintf("the auction did not start on %s: %v", e.Platform, e.Err)
+	return fmt.Sprintf("the auction's servers failed on %s: %v", e.Platform, e.Err)
 }
 
 func (e *StackError) Unwrap() error { return e.Err }
@@ -292,17 +293,22 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	}
 	verdict := rules.Evaluate(r.QoS())
 	dt := detail(r, verdict, acct, tier0, tier1, users)
-	if !verdict.Pass {
-		// A server that died fails the trial rather than the step.
-		if err := d.Check(ctx); err != nil {
-			return search.Outcome{}, workload.StopUnit(&StackError{Platform: t.Platform.Name(), Err: err})
-		}
+	// A server that died, or an app server that lost the broker, ends the
+	// search for this platform rather than passing or failing the step: a
+	// step can pass without a broker (every long poll simply waits), and
+	// the next would measure a stack that no longer auctions.
+	if err := healthy(ctx, d, addr); err != nil {
+		return search.Outcome{}, workload.StopUnit(&StackError{Platform: t.Platform.Name(), Err: fmt.Errorf("after the step of %d users: %w", users, err)})
 	}
 	b, err := json.Marshal(dt)
 	if err != nil {
 		return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
 	}
-	summary := fmt.Sprintf("%s %d users: %.1f ops/s, cycle %.2f s, %s", st.Phase, users, dt.Throughput, dt.Cycle.AchievedMs/1000, verdict.Summary())
+	cycle := "no cycle completed within the interval"
+	if dt.Cycle.N > 0 {
+		cycle = fmt.Sprintf("cycle %.2f s", dt.Cycle.AchievedMs/1000)
+	}
+	summary := fmt.Sprintf("%s %d users: %.1f ops/s, %s, %s", st.Phase, users, dt.Throughput, cycle, verdict.Summary())
 	if dt.SetupFailures > 0 {
 		summary += fmt.Sprintf(" (%d users could not start)", dt.SetupFailures)
 	}
@@ -312,6 +318,21 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, truncate(summary, 400))
 	return search.Outcome{Pass: verdict.Pass, Summary: truncate(summary, 2000), Detail: b}, nil
 }
+
+// healthy checks that no server has exited and that the application,
+// through nginx, still answers its health check (which fails when an app
+// server has lost its broker or database).
+func healthy(ctx context.Context, d *deploy.Deployment, addr string) error {
+	if err := d.Check(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	return app.WebReady(ctx, addr)
+}
+
+// healthTimeout bounds the health check after each step.
+const healthTimeout = 15 * time.Second
 
 // serverError explains a failure to read a server's CPU time: most likely
 // a server is gone.

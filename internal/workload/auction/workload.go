@@ -2,6 +2,7 @@ package auction
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -66,39 +67,43 @@ func (Workload) Description() string {
 }
 
 // Params implements workload.Workload. The seed gives no sizes (its
-// figures are relative); Weathervane's own are the defaults where it has
-// them (5-minute QoS periods, 1% stop, the item idle time), and --quick
-// scales the intervals and the data down, each trial's notes saying so.
+// figures are relative); Weathervane's own are the defaults where a study
+// can afford them (the QoS rules, the item idle time, the cycle time), and
+// its findMax intervals scaled to a fifth (a 24 s ramp and a 36 s warm-up
+// per step; the decision interval is the study's trial length), since
+// Weathervane's would make one trial an hour. --quick scales the intervals,
+// the data and the search down further. Every trial's notes say where the
+// settings are below Weathervane's.
 func (Workload) Params() []workload.Param {
 	ps := []workload.Param{
-		{Name: pMaxUsers, Type: workload.Int, Default: "1500", Quick: "400", Min: 10, HasMin: true,
+		{Name: pMaxUsers, Type: workload.Int, Default: "1500", Quick: "3000", Min: 10, HasMin: true,
 			Help: "the data's size, Weathervane's maxUsers: 5 registered users per user (each with 5 purchases, 100 bids, 20 attendances), one live auction per 15 users; loaded once into a template, copied per trial"},
 		{Name: pSearchMax, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "the most users the search tries (0: max_users); more than max_users is refused: every user needs registered users of its own"},
-		{Name: pStartUsers, Type: workload.Int, Default: "100", Quick: "50", Min: 1, HasMin: true,
+		{Name: pStartUsers, Type: workload.Int, Default: "100", Quick: "400", Min: 1, HasMin: true,
 			Help: "users of the coarse ramp's first step, which doubles them until a step fails"},
-		{Name: pAppServers, Type: workload.Int, Default: "2", Min: 1, HasMin: true,
-			Help: "application servers (Tomcat) behind nginx, each in a container of its own under Docker"},
+		{Name: pAppServers, Type: workload.Int, Default: "2", Quick: "1", Min: 1, HasMin: true,
+			Help: "application servers (Tomcat) behind nginx, each in a container of its own under Docker (--quick: one, each JVM costs a 2-core machine about a minute to boot)"},
 		{Name: pHeap, Type: workload.String, Default: "512m", Help: "each application server's JVM heap (-Xms and -Xmx)"},
 		{Name: pThreads, Type: workload.Int, Default: "200", Min: 1, HasMin: true, Help: "Tomcat's maxThreads per application server"},
 		{Name: pDBPool, Type: workload.Int, Default: "20", Min: 1, HasMin: true, Help: "database connections per application server (PostgreSQL's max_connections follows)"},
 		{Name: pItemIdle, Type: workload.Duration, Default: "30s",
 			Help: "time without a bid before an item goes to last call, then to sold (Weathervane's auctionMaxIdleTime)"},
 		{Name: pWebWorkers, Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "nginx worker processes (0: one per CPU nginx sees)"},
-		{Name: pTolerance, Type: workload.Float, Default: "0.01", Quick: "0.15", Min: 0.001, HasMin: true,
-			Help: "the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%)"},
+		{Name: pTolerance, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
+			Help: "the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%; ours 5%: a 2-core machine's noise between steps is larger than 1%)"},
 		{Name: pFineStep, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the fine search's first step, a fraction of the first failing user count (ours: 5%; a larger one closes the bracket in fewer steps)"},
-		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "7", Min: 2, HasMin: true,
+		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "6", Min: 2, HasMin: true,
 			Help: "the search stops after this many steps even if its bracket is open, and reports its best pass unverified (the notes say so)"},
-		{Name: pRampUp, Type: workload.Duration, Default: "60s", Quick: "5s",
-			Help: "each step's users start spread over this (Weathervane ramps 120 s between levels)"},
-		{Name: pStepWarmup, Type: workload.Duration, Default: "120s", Quick: "15s",
-			Help: "load after the ramp-up before each decision, not counted: users log in and join auctions (Weathervane: 180 s)"},
-		{Name: pCoarseInterval, Type: workload.Duration, Default: "60s", Quick: "10s",
-			Help: "decision interval of the coarse ramp's steps (Weathervane's initial ramp: 60 s); the fine steps and the verification use the study's trial length (Weathervane's QoS period: 5 minutes)"},
-		{Name: pMixTolerance, Type: workload.Float, Default: strconv.FormatFloat(MixTolerance, 'g', -1, 64), Min: 0.001, HasMin: true,
-			Help: "relative tolerance of each operation's share of the mix (Weathervane: 0.10)"},
+		{Name: pRampUp, Type: workload.Duration, Default: "24s", Quick: "3s",
+			Help: "each step's users start spread over this (Weathervane ramps 120 s between levels; ours a fifth of it)"},
+		{Name: pStepWarmup, Type: workload.Duration, Default: "36s", Quick: "5s",
+			Help: "load after the ramp-up before each decision, not counted: users log in and join auctions (Weathervane: 180 s; ours a fifth of it)"},
+		{Name: pCoarseInterval, Type: workload.Duration, Default: "20s", Quick: "6s",
+			Help: "decision interval of the coarse ramp's steps (Weathervane's initial ramp: 60 s; ours a third of it); the fine steps and the verification use the study's trial length (Weathervane's QoS period: 5 minutes)"},
+		{Name: pMixTolerance, Type: workload.Float, Default: strconv.FormatFloat(MixTolerance, 'g', -1, 64), Quick: "0.9", Min: 0.001, HasMin: true,
+			Help: "relative tolerance of each operation's share of the mix (Weathervane: 0.10; --quick: 0.9, only a gross break of the mix fails a step: seconds-long warm-ups leave the users' visits short of their steady mix, shares 17-57% off their targets at 560-720 users after a 5 s warm-up in a measured quick search)"},
 		{Name: pMixSigmas, Type: workload.Float, Default: "3", Min: 0, HasMin: true,
 			Help: "an operation's mix tolerance is at least this many standard errors of its share at the operations counted, so that short intervals are not failed by sampling noise (0: Weathervane's tolerance alone)"},
 		{Name: pDrivers, Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "child driver processes (0: the users run in the nearnative process)"},
@@ -306,12 +311,31 @@ func (in *Instance) quickNotes(trial time.Duration) []string {
 	if in.warmup < 3*time.Minute || in.rampUp < 2*time.Minute {
 		below = append(below, fmt.Sprintf("%v ramp and %v warm-up per step (Weathervane: 120 s and 180 s)", in.rampUp, in.warmup))
 	}
+	if in.mixTol > MixTolerance {
+		below = append(below, fmt.Sprintf("the mix within %g%% of its targets (Weathervane: %g%%)", in.mixTol*100, MixTolerance*100))
+	}
 	if in.coarse < time.Minute {
 		below = append(below, fmt.Sprintf("%v coarse intervals (Weathervane: 60 s)", in.coarse))
 	}
 	if len(below) == 0 {
 		return nil
 	}
-	return []string{"shorter than Weathervane's findMax, as --quick asks: " + strings.Join(below, "; ") +
+	return []string{"shorter than Weathervane's findMax: " + strings.Join(below, "; ") +
 		fmt.Sprintf("; data for %d users; the peak is coarser and noisier than a full run's", in.size.MaxUsers)}
+}
+
+// bootEstimate is a rough time to copy the data and start the servers: a
+// Tomcat deploying the WAR has taken 20 to 60 s on a loaded 2-core machine.
+const bootEstimate = 45 * time.Second
+
+// Estimate implements workload.Estimator: the servers' start and a search
+// of the usual length (the coarse ramp's doublings to the maximum, then
+// fine steps halving the first step to the tolerance, and a verification),
+// capped by the step limit; each step a ramp, a warm-up and a decision.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	coarse := 1 + int(math.Ceil(math.Log2(float64(in.searchMax)/float64(in.start))))
+	fine := 2 + max(0, int(math.Ceil(math.Log2(in.fineStep/in.tolerance))))
+	steps := min(in.maxSteps, max(1, coarse)+fine)
+	perStep := in.rampUp + in.warmup + max(trial, min(in.coarse, trial))
+	return bootEstimate + time.Duration(steps)*perStep
 }

@@ -302,20 +302,49 @@ func TestDriverConfig(t *testing.T) {
 	if c.Phases.Steady != 9*time.Second || c.Phases.Warmup != in.warmup || c.Phases.RampUp != in.rampUp {
 		t.Errorf("phases %+v", c.Phases)
 	}
-	if c.Params[ParamMaxUsers] != "400" || c.Params[ParamRegistered] != "2000" {
-		t.Errorf("params %v: want the quick data's 400 users and their 2000 registered users", c.Params)
+	if c.Params[ParamMaxUsers] != "3000" || c.Params[ParamRegistered] != "15000" {
+		t.Errorf("params %v: want the quick data's 3000 users and their 15000 registered users (a quick search should reach a failing step)", c.Params)
 	}
 	notes := strings.Join(in.quickNotes(20*time.Second), " ")
-	for _, want := range []string{"--quick", "within 15%", "20s decision intervals", "data for 400 users"} {
+	for _, want := range []string{"shorter than Weathervane's", "within 20%", "20s decision intervals", "3s ramp and 5s warm-up", "mix within 90%", "data for 3000 users"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("quick notes %q lack %q", notes, want)
 		}
 	}
-	full, _ := newInstance(t, map[string]string{"ramp_up": "120s", "step_warmup": "180s", "coarse_interval": "60s"}, false)
+	full, _ := newInstance(t, map[string]string{"ramp_up": "120s", "step_warmup": "180s", "coarse_interval": "60s", "tolerance": "0.01"}, false)
 	if n := full.quickNotes(5 * time.Minute); len(n) != 0 {
-		t.Errorf("Weathervane's settings noted as quick: %q", n)
+		t.Errorf("Weathervane's settings noted as shorter: %q", n)
 	}
-	if got := in.size.Users(); got != 400*app.UsersPerMaxUser {
+	def, _ := newInstance(t, nil, false)
+	if n := strings.Join(def.quickNotes(time.Minute), " "); !strings.Contains(n, "within 5%") || !strings.Contains(n, "24s ramp and 36s warm-up") || strings.Contains(n, "mix") {
+		t.Errorf("the defaults' notes %q: want the 5%% search and the fifth of Weathervane's intervals, not the mix", n)
+	}
+	if got := in.size.Users(); got != 3000*app.UsersPerMaxUser {
 		t.Errorf("registered users %d", got)
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	tests := []struct {
+		params map[string]string
+		quick  bool
+		trial  time.Duration
+		want   time.Duration
+	}{
+		// 400, 800, 1600, 3000, 2 fine steps: 6 x (3 s + 5 s + 8 s).
+		{nil, true, 8 * time.Second, bootEstimate + 6*16*time.Second},
+		// 100 .. 1500 in 5 coarse steps and 2 fine: 7 x (24 s + 36 s + 60 s).
+		{nil, false, time.Minute, bootEstimate + 7*2*time.Minute},
+		// a search that starts at its maximum: one coarse step and 2 fine.
+		{map[string]string{"start_users": "1500"}, false, time.Minute, bootEstimate + 3*2*time.Minute},
+	}
+	for _, tt := range tests {
+		in, err := newInstance(t, tt.params, tt.quick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := in.Estimate(tt.trial); got != tt.want {
+			t.Errorf("params %v quick %v: estimate %v, want %v", tt.params, tt.quick, got, tt.want)
+		}
 	}
 }

@@ -1,0 +1,204 @@
+package auction
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/search"
+	"github.com/nearnative/nearnative/internal/testenv"
+	"github.com/nearnative/nearnative/internal/workload"
+)
+
+// trialParams make a whole find-max trial short enough for a test: the
+// data for 30 users, one application server, 10 then 20 then 30 users
+// (the search's maximum), 2 s ramps and 3 s warm-ups and decisions. What
+// the test checks is the mechanism, not this machine's peak.
+var trialParams = map[string]string{"max_users": "30", "start_users": "10", "app_servers": "1", "max_steps": "3",
+	"ramp_up": "2s", "step_warmup": "3s", "coarse_interval": "3s", "item_idle": "3s", "tolerance": "0.3"}
+
+// seriesSink keeps how many points each step stored, and can act at a step.
+type seriesSink struct {
+	mu     sync.Mutex
+	steps  map[int]int
+	atStep func(step int)
+}
+
+func (s *seriesSink) PutSeries(_ context.Context, step int, pts []driver.Point) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.steps == nil {
+		s.steps = map[int]int{}
+	}
+	s.steps[step] = len(pts)
+	if s.atStep != nil {
+		s.atStep(step)
+	}
+	return nil
+}
+
+// TestTrialOnPlatforms runs one short whole trial of the workload (the
+// application and the data ready, the stack deployed, a find-max search of
+// simulated users, the metrics at the peak) natively and with a container
+// per server on Docker's NAT network.
+func TestTrialOnPlatforms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the auction's servers natively and in containers")
+	}
+	run := runid.New()
+	kinds := []string{platform.Native, platform.DockerNAT}
+	ps := testenv.Platforms(t, run, t.TempDir(), kinds...)
+	in, err := newInstance(t, trialParams, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range kinds {
+		t.Run(k, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			log, series := &search.MemLog{}, &seriesSink{}
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + k, Platform: ps[k], Host: ps[platform.Native],
+				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
+			steps, _ := log.Steps(ctx)
+			for _, st := range steps {
+				t.Logf("step %d %s %g pass %v: %s", st.Seq, st.Phase, st.Value, st.Pass, st.Summary)
+			}
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			for _, m := range in.Metrics() {
+				if _, ok := res.Values[m.Name]; !ok {
+					t.Errorf("metric %s missing", m.Name)
+				}
+			}
+			peak := res.Values[MetricPeakUsers]
+			if peak < 10 || peak > 30 || len(steps) < 1 || len(steps) > in.maxSteps {
+				t.Fatalf("peak %g users after %d steps: want 10 to 30 users within %d steps", peak, len(steps), in.maxSteps)
+			}
+			if int(res.Values[MetricSteps]) != len(steps) || len(series.steps) != len(steps) {
+				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), len(series.steps))
+			}
+			var at stepDetail
+			for _, st := range steps {
+				if st.Pass && st.Value == peak {
+					if err := json.Unmarshal(st.Detail, &at); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if at.Users != int(peak) || at.Throughput <= 0 || at.Ops[OpLogin].Count == 0 || len(at.QoS.Outcomes) == 0 {
+				t.Errorf("the peak's record: users %d, %.1f ops/s, %d logins, %d QoS outcomes", at.Users, at.Throughput, at.Ops[OpLogin].Count, len(at.QoS.Outcomes))
+			}
+			// Every tier worked at the peak: the users logged in (app, db),
+			// nginx forwarded, and the bids went through the broker.
+			for _, r := range Roles {
+				if res.Values[TierMetric(r)] <= 0 {
+					t.Errorf("tier %s used no CPU at the peak (%v)", r, at.Tiers)
+				}
+			}
+			notes := strings.Join(res.Notes, "\n")
+			for _, want := range []string{"find-max over users", "data for 30 users", "shorter than Weathervane's findMax"} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("notes lack %q:\n%s", want, notes)
+				}
+			}
+			if cmds := strings.Join(res.Commands, "\n"); !strings.Contains(cmds, "nginx") || !strings.Contains(cmds, "rabbitmq") || !strings.Contains(cmds, "driver: closed loop") {
+				t.Errorf("commands:\n%s", cmds)
+			}
+		})
+	}
+}
+
+// TestAppServerFailsToStart gives the JVM a heap it refuses: the trial
+// fails marked as ending its platform's cell (the study goes on with the
+// others), naming the application server and quoting its log.
+func TestAppServerFailsToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the auction's servers natively")
+	}
+	run := runid.New()
+	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
+	params := map[string]string{"app_heap": "1k"}
+	for k, v := range trialParams {
+		if _, ok := params[k]; !ok {
+			params[k] = v
+		}
+	}
+	in, err := newInstance(t, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-heap", Platform: ps[platform.Native], Host: ps[platform.Native],
+		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}})
+	var se *StackError
+	if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {
+		t.Fatalf("error %v: want a StackError that stops the unit", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "app") || !strings.Contains(msg, "heap") {
+		t.Errorf("error %q: want the app server named and its log's word on the heap", msg)
+	}
+	t.Logf("the trial failed with: %v", err)
+}
+
+// TestBrokerDiesMidTrial kills RabbitMQ after the first step: the trial
+// ends for its platform, saying the broker is gone, rather than searching
+// on with bids that reach no other server.
+func TestBrokerDiesMidTrial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the auction's servers natively")
+	}
+	run := runid.New()
+	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
+	in, err := newInstance(t, trialParams, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := &seriesSink{atStep: func(step int) {
+		if step == 0 {
+			killProcs(t, run, "beam.smp")
+		}
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-broker", Platform: ps[platform.Native], Host: ps[platform.Native],
+		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
+	if !errors.Is(err, workload.ErrUnitStopped) || !strings.Contains(err.Error(), "broker") {
+		t.Fatalf("error %v: want the unit stopped, naming the broker", err)
+	}
+	t.Logf("the trial failed with: %v", err)
+}
+
+// killProcs SIGKILLs the run's processes named comm, found by the run's
+// cgroup.
+func killProcs(t *testing.T, run runid.ID, comm string) {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.Contains(string(cg), "nearnative/"+string(run)) && strings.TrimSpace(string(c)) == comm {
+			syscall.Kill(pid, syscall.SIGKILL)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("no %s process of run %s to kill", comm, run)
+	}
+}
