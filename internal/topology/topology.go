@@ -134,6 +134,13 @@ type Role struct {
 	// with the load balancers that shard over them elsewhere. The role's
 	// servers then count towards the guests vms may ask for.
 	GuestPerServer bool
+	// OwnGuest puts the role's servers of each instance in a guest of
+	// their own on the vm platforms, apart from the instance's other roles
+	// (the CloudStone seed's two-VM variant: web server and database in
+	// guests of their own). Each instance then fills one guest slot for
+	// its other roles and one per OwnGuest role, dealt round robin over
+	// the guests, and a vm platform needs at least that many guests.
+	OwnGuest bool
 }
 
 // Placement says which CPUs servers may run on.
@@ -183,7 +190,7 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("topology: vms %d: want at least 1", t.VMs)
 	}
 	if hold := t.maxGuests(); t.VMs > hold {
-		return fmt.Errorf("topology: vms %d exceeds the %d instance(s): each guest holds whole instances (or one server of a role spread over guests)", t.VMs, hold)
+		return fmt.Errorf("topology: vms %d exceeds the %d guest(s) the topology can fill: each guest holds whole instances (or one server of a role spread over guests, or a role of an instance in a guest of its own)", t.VMs, hold)
 	}
 	if t.Layout != "" && !slices.Contains(Layouts, t.Layout) {
 		return fmt.Errorf("topology: layout %q: want %s", t.Layout, strings.Join(Layouts, " or "))
@@ -207,6 +214,9 @@ func (t Topology) Validate() error {
 		}
 		if r.Group != "" && !roleName.MatchString(r.Group) {
 			return fmt.Errorf("topology: role %s: group %q: want lower-case letters and digits", r.Name, r.Group)
+		}
+		if r.OwnGuest && (r.GuestPerServer || r.OnHost) {
+			return fmt.Errorf("topology: role %s: a guest of its own excludes spreading its servers over guests and running beside the driver", r.Name)
 		}
 		if r.ReadyPort != "" && !slices.Contains(r.Ports, r.ReadyPort) {
 			return fmt.Errorf("topology: role %s: ready port %q is not one of its ports (%s)", r.Name, r.ReadyPort, strings.Join(r.Ports, ", "))
@@ -256,13 +266,36 @@ func (t Topology) Validate() error {
 	return nil
 }
 
-// maxGuests is how many guests the topology can fill: one per instance, or
-// one per server of a role spread over guests.
+// maxGuests is how many guests the topology can fill: one per guest slot of
+// an instance, or one per server of a role spread over guests.
 func (t Topology) maxGuests() int {
-	n := max(t.Instances, 1)
+	n := max(t.Instances, 1) * t.guestSlots()
 	for _, r := range t.Roles {
 		if r.GuestPerServer {
 			n = max(n, max(t.Instances, 1)*max(r.Count, 1))
+		}
+	}
+	return n
+}
+
+// guestSlots is the number of guests one instance fills: one for its
+// roles, and one more per role that goes to a guest of its own.
+func (t Topology) guestSlots() int {
+	n := 1
+	for _, r := range t.Roles {
+		if r.OwnGuest {
+			n++
+		}
+	}
+	return n
+}
+
+// ownGuests names the roles that go to a guest of their own.
+func (t Topology) ownGuests() []string {
+	var n []string
+	for _, r := range t.Roles {
+		if r.OwnGuest {
+			n = append(n, r.Name)
 		}
 	}
 	return n
@@ -365,6 +398,9 @@ type Machine struct {
 	// GuestMemory is the memory of each guest in bytes on vm platforms (0:
 	// not a VM), for workloads that must check that their data fits.
 	GuestMemory int64
+	// GuestContainers: each group is a container of its guest's engine
+	// (vm-docker), so a group cannot span guests.
+	GuestContainers bool
 	// Pin is the platform variant's own pinning (its option pin: spread):
 	// when the topology does not pin, its servers (of the placement's
 	// PinRoles) are pinned as PinSpread pins them. PinNone leaves the
@@ -375,7 +411,8 @@ type Machine struct {
 // Plan validates the topology and expands it for machine m. It refuses what
 // the machine cannot place: more spread-pinned servers than free cores, CPU
 // sets naming CPUs the machine lacks, guests whose vCPUs exceed the
-// overcommit.
+// overcommit, roles that go to a guest of their own with too few guests or
+// in a container that would have to span guests.
 func (t Topology) Plan(m Machine) (*Plan, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -397,6 +434,17 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		p.Layout = ContainerPerServer
 	}
 	instances := max(t.Instances, 1)
+	slots := t.guestSlots()
+	if m.VCPUs > 0 && p.VMs < slots {
+		return nil, fmt.Errorf("topology: role(s) %s go to a guest of their own, so each instance needs %d guests, but vms is %d: set vms to at least %d",
+			strings.Join(t.ownGuests(), ", "), slots, p.VMs, slots)
+	}
+	// slotOf is a role's guest slot within its instance: 0 for the roles
+	// that share the instance's guest, 1... for those with one of their own.
+	slotOf := map[string]int{}
+	for i, n := range t.ownGuests() {
+		slotOf[n] = i + 1
+	}
 	waves, _ := t.Waves()
 	hostPeer := map[string]bool{}
 	for _, r := range t.Roles {
@@ -412,7 +460,7 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 			for _, name := range wave {
 				r, _ := t.Role(name)
 				for i := 0; i < max(r.Count, 1); i++ {
-					guest := inst % p.VMs
+					guest := (inst*slots + slotOf[r.Name]) % p.VMs
 					if r.GuestPerServer {
 						guest = (inst*max(r.Count, 1) + i) % p.VMs
 					}
@@ -440,6 +488,11 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		}
 		p.Waves = append(p.Waves, idx)
 	}
+	if m.GuestContainers {
+		if err := p.groupsInOneGuest(); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.place(m); err != nil {
 		return nil, err
 	}
@@ -454,6 +507,28 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// groupsInOneGuest refuses a container whose servers the plan put in
+// different guests (a role in a guest of its own that shares its container
+// with other roles, as layout container-per-instance makes every role do).
+func (p *Plan) groupsInOneGuest() error {
+	guest := map[string]Server{}
+	for _, s := range p.Servers {
+		if s.OnHost {
+			continue
+		}
+		first, ok := guest[s.Group]
+		if !ok {
+			guest[s.Group] = s
+			continue
+		}
+		if first.Guest != s.Guest {
+			return fmt.Errorf("topology: container %s would hold %s in guest %d and %s in guest %d, but a container runs in one guest: a role in a guest of its own needs a container of its own (layout %s, and no group shared with other roles)",
+				s.Group, first.ID.Name(), first.Guest, s.ID.Name(), s.Guest, ContainerPerServer)
+		}
+	}
+	return nil
 }
 
 // place fills in each server's CPU set.
