@@ -18,9 +18,10 @@ import (
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-// Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs.
+// Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs;
+// on vm-docker every group is a container of one guest's engine.
 func (p *Platform) Machine() topology.Machine {
-	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20}
+	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20, GuestContainers: p.kind != platform.VM}
 }
 
 // Open implements deploy.Backend. It boots the plan's guests (one by
@@ -460,7 +461,10 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 		return deploy.JoinPort("127.0.0.1", p), nil
 	}
 	if from.Guest != to.Guest {
-		return "", fmt.Errorf("%s and %s run in different guests' Docker engines, whose bridges do not reach each other", from.ID.Name(), to.ID.Name())
+		// Another guest's engine publishes every port of its containers
+		// on that guest's address (startContainer, openSupervisor), which
+		// the run's bridge carries from guest to guest.
+		return deploy.JoinPort(s.guests[to.Guest].g.ip, p), nil
 	}
 	s.mu.Lock()
 	g := s.groups[to.Group]
