@@ -141,6 +141,11 @@ type Role struct {
 	// its other roles and one per OwnGuest role, dealt round robin over
 	// the guests, and a vm platform needs at least that many guests.
 	OwnGuest bool
+	// GuestVCPUs, with OwnGuest, is the vCPU count of the role's guest
+	// (the seed's 2-vCPU database VM beside a 6-vCPU web VM); 0: the
+	// platform's. A guest that the round robin gives several slots gets
+	// the largest of their counts.
+	GuestVCPUs int
 }
 
 // Placement says which CPUs servers may run on.
@@ -217,6 +222,9 @@ func (t Topology) Validate() error {
 		}
 		if r.OwnGuest && (r.GuestPerServer || r.OnHost) {
 			return fmt.Errorf("topology: role %s: a guest of its own excludes spreading its servers over guests and running beside the driver", r.Name)
+		}
+		if r.GuestVCPUs < 0 || (r.GuestVCPUs > 0 && !r.OwnGuest) {
+			return fmt.Errorf("topology: role %s: guest vcpus %d: want a positive count, for a role in a guest of its own", r.Name, r.GuestVCPUs)
 		}
 		if r.ReadyPort != "" && !slices.Contains(r.Ports, r.ReadyPort) {
 			return fmt.Errorf("topology: role %s: ready port %q is not one of its ports (%s)", r.Name, r.ReadyPort, strings.Join(r.Ports, ", "))
@@ -387,6 +395,10 @@ type Plan struct {
 	// Layout and VMs are the topology's, defaults applied.
 	Layout string
 	VMs    int
+	// GuestVCPUs is each guest's vCPU count on vm platforms (the
+	// machine's VCPUs unless a role in a guest of its own asks for its
+	// own count); nil when the machine is not a VM.
+	GuestVCPUs []int
 }
 
 // Machine is what planning needs to know about the host.
@@ -496,17 +508,50 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 	if err := p.place(m); err != nil {
 		return nil, err
 	}
+	if m.VCPUs > 0 {
+		p.sizeGuests(m.VCPUs)
+	}
 	if m.VCPUs > 0 && len(m.CPUs) > 0 {
 		limit := t.Overcommit
 		if limit == 0 {
 			limit = DefaultOvercommit
 		}
-		if ratio := float64(p.VMs*m.VCPUs) / float64(len(m.CPUs)); ratio > limit {
-			return nil, fmt.Errorf("topology: %d guests x %d vCPUs on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
-				p.VMs, m.VCPUs, len(m.CPUs), ratio, limit)
+		total, sizes := 0, make([]string, len(p.GuestVCPUs))
+		for i, n := range p.GuestVCPUs {
+			total += n
+			sizes[i] = strconv.Itoa(n)
+		}
+		if ratio := float64(total) / float64(len(m.CPUs)); ratio > limit {
+			what := fmt.Sprintf("%d guests x %d vCPUs", p.VMs, m.VCPUs)
+			if total != p.VMs*m.VCPUs {
+				what = fmt.Sprintf("%d guests of %s vCPUs", p.VMs, strings.Join(sizes, " + "))
+			}
+			return nil, fmt.Errorf("topology: %s on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
+				what, len(m.CPUs), ratio, limit)
 		}
 	}
 	return p, nil
+}
+
+// sizeGuests gives each guest the platform's vcpus, or the largest count
+// the roles in a guest of their own there ask for.
+func (p *Plan) sizeGuests(vcpus int) {
+	p.GuestVCPUs = make([]int, p.VMs)
+	for _, s := range p.Servers {
+		if s.OnHost {
+			continue
+		}
+		n := vcpus
+		if r, _ := p.Topology.Role(s.ID.Role); r.OwnGuest && r.GuestVCPUs > 0 {
+			n = r.GuestVCPUs
+		}
+		p.GuestVCPUs[s.Guest] = max(p.GuestVCPUs[s.Guest], n)
+	}
+	for i, n := range p.GuestVCPUs {
+		if n == 0 {
+			p.GuestVCPUs[i] = vcpus
+		}
+	}
 }
 
 // groupsInOneGuest refuses a container whose servers the plan put in

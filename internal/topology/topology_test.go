@@ -309,3 +309,54 @@ func TestPlanOwnGuest(t *testing.T) {
 		t.Errorf("OwnGuest with GuestPerServer: %v", err)
 	}
 }
+
+// TestPlanGuestVCPUs: a role in a guest of its own may size that guest (the
+// seed's 6-vCPU web VM and 2-vCPU database VM); the overcommit counts each
+// guest's own vCPUs.
+func TestPlanGuestVCPUs(t *testing.T) {
+	sized := func(instances, vms, dbVCPUs int) Topology {
+		top := cloudstone(instances, vms, "")
+		top.Roles[0].GuestVCPUs = dbVCPUs
+		return top
+	}
+	eight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	tests := []struct {
+		name    string
+		top     Topology
+		m       Machine
+		want    string
+		wantErr string
+	}{
+		{"the seed's 6 + 2", sized(1, 2, 2), Machine{CPUs: eight, VCPUs: 6}, "6 2", ""},
+		{"the platform's count when the role sets none", sized(1, 2, 0), Machine{CPUs: eight, VCPUs: 3}, "3 3", ""},
+		{"a guest holding two slots gets the larger", sized(2, 3, 1), Machine{CPUs: eight, VCPUs: 2}, "2 1 2", ""},
+		{"not a VM: no sizes", sized(1, 1, 2), Machine{CPUs: eight}, "", ""},
+		{"the overcommit counts each guest", sized(1, 2, 2), Machine{CPUs: []int{0, 1}, VCPUs: 6}, "", "2 guests of 6 + 2 vCPUs on 2 CPUs is an overcommit of 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.top.Plan(tt.m)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range p.GuestVCPUs {
+				got = append(got, strconv.Itoa(n))
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Fatalf("guest vCPUs %v, want %s", got, tt.want)
+			}
+		})
+	}
+	bad := cloudstone(1, 1, "")
+	bad.Roles[1].GuestVCPUs = 2
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "for a role in a guest of its own") {
+		t.Errorf("GuestVCPUs without OwnGuest: %v", err)
+	}
+}

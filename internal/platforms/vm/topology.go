@@ -26,7 +26,7 @@ func (p *Platform) Machine() topology.Machine {
 
 // Open implements deploy.Backend. It boots the plan's guests (one by
 // default, `vms: N` to spread the instances over N, each with the platform's
-// vcpus and vm_memory) and, on vm-docker, starts each guest's Docker engine.
+// vcpus, or the plan's count for a role's guest of its own, and vm_memory) and, on vm-docker, starts each guest's Docker engine.
 // On vm every server is a process of its guest; on vm-docker every group is
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
@@ -55,7 +55,11 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, err := p.boot(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd)
+			vcpus := p.vcpus
+			if i < len(plan.GuestVCPUs) && plan.GuestVCPUs[i] > 0 {
+				vcpus = plan.GuestVCPUs[i]
+			}
+			g, err := p.bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus)
 			if err != nil {
 				errs[i] = fmt.Errorf("booting guest %d: %w", i, err)
 				return
@@ -123,9 +127,10 @@ func (s *vmSite) guestCPUs(sv topology.Server) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	n := s.guests[sv.Guest].g.cfg.VCPUs
 	for _, c := range cpus {
-		if c >= s.p.vcpus {
-			return "", fmt.Errorf("%s is pinned to CPUs %s, but its guest has %d vCPUs (0-%d): in a guest, pinning names vCPUs", sv.ID.Name(), sv.CPUSet, s.p.vcpus, s.p.vcpus-1)
+		if c >= n {
+			return "", fmt.Errorf("%s is pinned to CPUs %s, but its guest has %d vCPUs (0-%d): in a guest, pinning names vCPUs", sv.ID.Name(), sv.CPUSet, n, n-1)
 		}
 	}
 	return sv.CPUSet, nil
