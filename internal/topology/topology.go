@@ -195,7 +195,11 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("topology: vms %d: want at least 1", t.VMs)
 	}
 	if hold := t.maxGuests(); t.VMs > hold {
-		return fmt.Errorf("topology: vms %d exceeds the %d guest(s) the topology can fill: each guest holds whole instances (or one server of a role spread over guests, or a role of an instance in a guest of its own)", t.VMs, hold)
+		if t.guestSlots() > 1 && hold == max(t.Instances, 1)*t.guestSlots() {
+			return fmt.Errorf("topology: vms %d exceeds the %d guest(s) the topology can fill: %d instance(s) of %d guests each (role(s) %s in a guest of their own)",
+				t.VMs, hold, max(t.Instances, 1), t.guestSlots(), strings.Join(t.ownGuests(), ", "))
+		}
+		return fmt.Errorf("topology: vms %d exceeds the %d instance(s): each guest holds whole instances (or one server of a role spread over guests)", t.VMs, hold)
 	}
 	if t.Layout != "" && !slices.Contains(Layouts, t.Layout) {
 		return fmt.Errorf("topology: layout %q: want %s", t.Layout, strings.Join(Layouts, " or "))
