@@ -1,9 +1,11 @@
 package vm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
 )
 
@@ -42,5 +44,26 @@ func TestPeerAddrAcrossGuests(t *testing.T) {
 				t.Fatalf("PeerAddr = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestParseForwardRules: cleanup finds a run's FORWARD rule by its comment
+// and deletes it with the same arguments.
+func TestParseForwardRules(t *testing.T) {
+	run := runid.New()
+	other := runid.New()
+	out := "-P FORWARD DROP\n-A FORWARD -j DOCKER-USER\n" +
+		"-A FORWARD -i nnb-a-0 -o nnb-a-0 -m comment --comment \"" + AliasPrefix + string(run) + "\" -j ACCEPT\n" +
+		"-A FORWARD -i nnb-b-0 -o nnb-b-0 -m comment --comment " + AliasPrefix + string(other) + " -j ACCEPT\n"
+	got := parseForwardRules(out, run)
+	want := "-w -D FORWARD -i nnb-a-0 -o nnb-a-0 -m comment --comment " + AliasPrefix + string(run) + " -j ACCEPT"
+	if len(got) != 1 || len(got[run]) != 1 || strings.Join(got[run][0], " ") != want {
+		t.Fatalf("rules of %s: %q, want [%s]", run, got, want)
+	}
+	if all := parseForwardRules(out, ""); len(all) != 2 {
+		t.Errorf("rules of every run: %q", all)
+	}
+	if strings.Join(forwardRule("nnb-a-0", run), " ") != strings.TrimPrefix(want, "-w -D ") {
+		t.Errorf("the rule made and the rule found differ: %v", forwardRule("nnb-a-0", run))
 	}
 }

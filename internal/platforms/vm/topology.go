@@ -459,6 +459,14 @@ func (s *vmSite) startSupervised(ctx context.Context, g *vmGroup, m deploy.Membe
 
 func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error) {
 	p := s.Port(to.ID, port)
+	if from.Guest != to.Guest {
+		s.p.mu.Lock()
+		br := s.p.br
+		s.p.mu.Unlock()
+		if br != nil && br.isolated != "" {
+			return "", fmt.Errorf("%s in guest %d cannot reach %s in guest %d: %s", from.ID.Name(), from.Guest, to.ID.Name(), to.Guest, br.isolated)
+		}
+	}
 	if s.p.kind == platform.VM || s.p.kind == KindDockerHost {
 		return deploy.JoinPort(s.guests[to.Guest].g.ip, p), nil
 	}
