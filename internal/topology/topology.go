@@ -134,6 +134,18 @@ type Role struct {
 	// with the load balancers that shard over them elsewhere. The role's
 	// servers then count towards the guests vms may ask for.
 	GuestPerServer bool
+	// OwnGuest puts the role's servers of each instance in a guest of
+	// their own on the vm platforms, apart from the instance's other roles
+	// (the CloudStone seed's two-VM variant: web server and database in
+	// guests of their own). Each instance then fills one guest slot for
+	// its other roles and one per OwnGuest role, dealt round robin over
+	// the guests, and a vm platform needs at least that many guests.
+	OwnGuest bool
+	// GuestVCPUs, with OwnGuest, is the vCPU count of the role's guest
+	// (the seed's 2-vCPU database VM beside a 6-vCPU web VM); 0: the
+	// platform's. A guest that the round robin gives several slots gets
+	// the largest of their counts.
+	GuestVCPUs int
 }
 
 // Placement says which CPUs servers may run on.
@@ -183,6 +195,10 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("topology: vms %d: want at least 1", t.VMs)
 	}
 	if hold := t.maxGuests(); t.VMs > hold {
+		if t.guestSlots() > 1 && hold == max(t.Instances, 1)*t.guestSlots() {
+			return fmt.Errorf("topology: vms %d exceeds the %d guest(s) the topology can fill: %d instance(s) of %d guests each (role(s) %s in a guest of their own)",
+				t.VMs, hold, max(t.Instances, 1), t.guestSlots(), strings.Join(t.ownGuests(), ", "))
+		}
 		return fmt.Errorf("topology: vms %d exceeds the %d instance(s): each guest holds whole instances (or one server of a role spread over guests)", t.VMs, hold)
 	}
 	if t.Layout != "" && !slices.Contains(Layouts, t.Layout) {
@@ -207,6 +223,12 @@ func (t Topology) Validate() error {
 		}
 		if r.Group != "" && !roleName.MatchString(r.Group) {
 			return fmt.Errorf("topology: role %s: group %q: want lower-case letters and digits", r.Name, r.Group)
+		}
+		if r.OwnGuest && (r.GuestPerServer || r.OnHost) {
+			return fmt.Errorf("topology: role %s: a guest of its own excludes spreading its servers over guests and running beside the driver", r.Name)
+		}
+		if r.GuestVCPUs < 0 || (r.GuestVCPUs > 0 && !r.OwnGuest) {
+			return fmt.Errorf("topology: role %s: guest vcpus %d: want a positive count, for a role in a guest of its own", r.Name, r.GuestVCPUs)
 		}
 		if r.ReadyPort != "" && !slices.Contains(r.Ports, r.ReadyPort) {
 			return fmt.Errorf("topology: role %s: ready port %q is not one of its ports (%s)", r.Name, r.ReadyPort, strings.Join(r.Ports, ", "))
@@ -256,13 +278,36 @@ func (t Topology) Validate() error {
 	return nil
 }
 
-// maxGuests is how many guests the topology can fill: one per instance, or
-// one per server of a role spread over guests.
+// maxGuests is how many guests the topology can fill: one per guest slot of
+// an instance, or one per server of a role spread over guests.
 func (t Topology) maxGuests() int {
-	n := max(t.Instances, 1)
+	n := max(t.Instances, 1) * t.guestSlots()
 	for _, r := range t.Roles {
 		if r.GuestPerServer {
 			n = max(n, max(t.Instances, 1)*max(r.Count, 1))
+		}
+	}
+	return n
+}
+
+// guestSlots is the number of guests one instance fills: one for its
+// roles, and one more per role that goes to a guest of its own.
+func (t Topology) guestSlots() int {
+	n := 1
+	for _, r := range t.Roles {
+		if r.OwnGuest {
+			n++
+		}
+	}
+	return n
+}
+
+// ownGuests names the roles that go to a guest of their own.
+func (t Topology) ownGuests() []string {
+	var n []string
+	for _, r := range t.Roles {
+		if r.OwnGuest {
+			n = append(n, r.Name)
 		}
 	}
 	return n
@@ -354,6 +399,10 @@ type Plan struct {
 	// Layout and VMs are the topology's, defaults applied.
 	Layout string
 	VMs    int
+	// GuestVCPUs is each guest's vCPU count on vm platforms (the
+	// machine's VCPUs unless a role in a guest of its own asks for its
+	// own count); nil when the machine is not a VM.
+	GuestVCPUs []int
 }
 
 // Machine is what planning needs to know about the host.
@@ -365,6 +414,9 @@ type Machine struct {
 	// GuestMemory is the memory of each guest in bytes on vm platforms (0:
 	// not a VM), for workloads that must check that their data fits.
 	GuestMemory int64
+	// GuestContainers: each group is a container of its guest's engine
+	// (vm-docker), so a group cannot span guests.
+	GuestContainers bool
 	// Pin is the platform variant's own pinning (its option pin: spread):
 	// when the topology does not pin, its servers (of the placement's
 	// PinRoles) are pinned as PinSpread pins them. PinNone leaves the
@@ -375,7 +427,8 @@ type Machine struct {
 // Plan validates the topology and expands it for machine m. It refuses what
 // the machine cannot place: more spread-pinned servers than free cores, CPU
 // sets naming CPUs the machine lacks, guests whose vCPUs exceed the
-// overcommit.
+// overcommit, roles that go to a guest of their own with too few guests or
+// in a container that would have to span guests.
 func (t Topology) Plan(m Machine) (*Plan, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -397,6 +450,17 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		p.Layout = ContainerPerServer
 	}
 	instances := max(t.Instances, 1)
+	slots := t.guestSlots()
+	if m.VCPUs > 0 && p.VMs < slots {
+		return nil, fmt.Errorf("topology: role(s) %s go to a guest of their own, so each instance needs %d guests, but vms is %d: set vms to at least %d",
+			strings.Join(t.ownGuests(), ", "), slots, p.VMs, slots)
+	}
+	// slotOf is a role's guest slot within its instance: 0 for the roles
+	// that share the instance's guest, 1... for those with one of their own.
+	slotOf := map[string]int{}
+	for i, n := range t.ownGuests() {
+		slotOf[n] = i + 1
+	}
 	waves, _ := t.Waves()
 	hostPeer := map[string]bool{}
 	for _, r := range t.Roles {
@@ -412,7 +476,7 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 			for _, name := range wave {
 				r, _ := t.Role(name)
 				for i := 0; i < max(r.Count, 1); i++ {
-					guest := inst % p.VMs
+					guest := (inst*slots + slotOf[r.Name]) % p.VMs
 					if r.GuestPerServer {
 						guest = (inst*max(r.Count, 1) + i) % p.VMs
 					}
@@ -440,20 +504,80 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		}
 		p.Waves = append(p.Waves, idx)
 	}
+	if m.GuestContainers {
+		if err := p.groupsInOneGuest(); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.place(m); err != nil {
 		return nil, err
+	}
+	if m.VCPUs > 0 {
+		p.sizeGuests(m.VCPUs)
 	}
 	if m.VCPUs > 0 && len(m.CPUs) > 0 {
 		limit := t.Overcommit
 		if limit == 0 {
 			limit = DefaultOvercommit
 		}
-		if ratio := float64(p.VMs*m.VCPUs) / float64(len(m.CPUs)); ratio > limit {
-			return nil, fmt.Errorf("topology: %d guests x %d vCPUs on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
-				p.VMs, m.VCPUs, len(m.CPUs), ratio, limit)
+		total, sizes := 0, make([]string, len(p.GuestVCPUs))
+		for i, n := range p.GuestVCPUs {
+			total += n
+			sizes[i] = strconv.Itoa(n)
+		}
+		if ratio := float64(total) / float64(len(m.CPUs)); ratio > limit {
+			what := fmt.Sprintf("%d guests x %d vCPUs", p.VMs, m.VCPUs)
+			if total != p.VMs*m.VCPUs {
+				what = fmt.Sprintf("%d guests of %s vCPUs", p.VMs, strings.Join(sizes, " + "))
+			}
+			return nil, fmt.Errorf("topology: %s on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
+				what, len(m.CPUs), ratio, limit)
 		}
 	}
 	return p, nil
+}
+
+// sizeGuests gives each guest the platform's vcpus, or the largest count
+// the roles in a guest of their own there ask for.
+func (p *Plan) sizeGuests(vcpus int) {
+	p.GuestVCPUs = make([]int, p.VMs)
+	for _, s := range p.Servers {
+		if s.OnHost {
+			continue
+		}
+		n := vcpus
+		if r, _ := p.Topology.Role(s.ID.Role); r.OwnGuest && r.GuestVCPUs > 0 {
+			n = r.GuestVCPUs
+		}
+		p.GuestVCPUs[s.Guest] = max(p.GuestVCPUs[s.Guest], n)
+	}
+	for i, n := range p.GuestVCPUs {
+		if n == 0 {
+			p.GuestVCPUs[i] = vcpus
+		}
+	}
+}
+
+// groupsInOneGuest refuses a container whose servers the plan put in
+// different guests (a role in a guest of its own that shares its container
+// with other roles, as layout container-per-instance makes every role do).
+func (p *Plan) groupsInOneGuest() error {
+	guest := map[string]Server{}
+	for _, s := range p.Servers {
+		if s.OnHost {
+			continue
+		}
+		first, ok := guest[s.Group]
+		if !ok {
+			guest[s.Group] = s
+			continue
+		}
+		if first.Guest != s.Guest {
+			return fmt.Errorf("topology: container %s would hold %s in guest %d and %s in guest %d, but a container runs in one guest: a role in a guest of its own needs a container of its own (layout %s, and no group shared with other roles)",
+				s.Group, first.ID.Name(), first.Guest, s.ID.Name(), s.Guest, ContainerPerServer)
+		}
+	}
+	return nil
 }
 
 // place fills in each server's CPU set.

@@ -56,7 +56,9 @@ func (p *Platform) Degradations() []string {
 }
 
 // Size is the guest size every boot of the platform gets: its vCPUs and its
-// memory in MiB (the vcpus and vm_memory options, or the defaults).
+// memory in MiB (the vcpus and vm_memory options, or the defaults). A
+// topology role's guest of its own may have its own vCPU count
+// (topology.Plan.GuestVCPUs); its memory is this one.
 func (p *Platform) Size() (vcpus int, memMiB int64) { return p.vcpus, p.memMiB }
 
 // guestProcCPU is what the CPU time of a server of a topology in a guest

@@ -2,9 +2,11 @@ package vm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -37,6 +39,76 @@ type bridge struct {
 	name   string
 	hostIP net.IP // .1
 	prefix string // "10.213.N."
+	// forward is the iptables rule that lets guests reach each other
+	// (nil: none needed or none made); isolated says why guests cannot.
+	forward  []string
+	isolated string
+}
+
+// bridgeNetfilter is the sysctl that sends bridged frames through
+// iptables' FORWARD chain (set once br_netfilter is loaded, as Docker does).
+const bridgeNetfilter = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+
+// allowForward lets the guests on bridge b reach each other. With
+// bridge-nf-call-iptables on, frames from one tap to another pass the FORWARD
+// chain, whose policy Docker sets to DROP: guest-to-guest traffic (a web
+// tier in one guest, its database in another) then times out while the
+// host still reaches every guest. A rule accepting the bridge's own
+// traffic, labelled with the run in its comment, goes first in FORWARD
+// and is deleted with the bridge (and by nearnative cleanup).
+func (b *bridge) allowForward(run runid.ID) {
+	if v, err := os.ReadFile(bridgeNetfilter); err != nil || strings.TrimSpace(string(v)) != "1" {
+		return
+	}
+	rule := forwardRule(b.name, run)
+	out, err := exec.Command("iptables", append([]string{"-w", "-I"}, rule...)...).CombinedOutput()
+	if err != nil {
+		b.isolated = fmt.Sprintf("%s is on, and the iptables rule that would let guests reach each other was refused (iptables -I %s: %v: %s)",
+			bridgeNetfilter, strings.Join(rule, " "), err, bytes.TrimSpace(out))
+		return
+	}
+	b.forward = rule
+}
+
+// forwardRule is the FORWARD rule accepting bridge name's own traffic.
+func forwardRule(name string, run runid.ID) []string {
+	return []string{"FORWARD", "-i", name, "-o", name, "-m", "comment", "--comment", AliasPrefix + string(run), "-j", "ACCEPT"}
+}
+
+// RunForwardRules lists the FORWARD rules of run (any run when empty), each
+// as the arguments that delete it, by run.
+func RunForwardRules(run runid.ID) (map[runid.ID][][]string, error) {
+	out, err := exec.Command("iptables", "-w", "-S", "FORWARD").Output()
+	if err != nil {
+		if _, lerr := exec.LookPath("iptables"); lerr != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("iptables -S FORWARD: %w", err)
+	}
+	return parseForwardRules(string(out), run), nil
+}
+
+// parseForwardRules finds nearnative's rules in iptables -S output.
+func parseForwardRules(out string, run runid.ID) map[runid.ID][][]string {
+	rules := map[runid.ID][][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "-A" {
+			continue
+		}
+		var id runid.ID
+		for i := range f {
+			f[i] = strings.Trim(f[i], `"`)
+			if v, ok := strings.CutPrefix(f[i], AliasPrefix); ok && i > 0 && f[i-1] == "--comment" {
+				id, _ = runid.Parse(v)
+			}
+		}
+		if id == "" || (run != "" && id != run) {
+			continue
+		}
+		rules[id] = append(rules[id], append([]string{"-w", "-D"}, f[1:]...))
+	}
+	return rules
 }
 
 // pickSubnet chooses N in 10.213.N.0/24 for run: derived from the run ID,
@@ -87,6 +159,7 @@ func newBridge(run runid.ID) (*bridge, error) {
 			return nil, err
 		}
 	}
+	b.allowForward(run)
 	return b, nil
 }
 
@@ -94,7 +167,14 @@ func (b *bridge) remove() error {
 	if b == nil {
 		return nil
 	}
-	return delLink(b.name)
+	var ferr error
+	if b.forward != nil {
+		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, b.forward...)...).CombinedOutput(); err != nil {
+			ferr = fmt.Errorf("iptables -D %s: %w: %s", strings.Join(b.forward, " "), err, bytes.TrimSpace(out))
+		}
+		b.forward = nil
+	}
+	return errors.Join(ferr, delLink(b.name))
 }
 
 // newTap creates a tap device on the bridge for one guest.

@@ -18,14 +18,15 @@ import (
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-// Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs.
+// Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs;
+// on vm-docker every group is a container of one guest's engine.
 func (p *Platform) Machine() topology.Machine {
-	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20}
+	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20, GuestContainers: p.kind != platform.VM}
 }
 
 // Open implements deploy.Backend. It boots the plan's guests (one by
 // default, `vms: N` to spread the instances over N, each with the platform's
-// vcpus and vm_memory) and, on vm-docker, starts each guest's Docker engine.
+// vcpus, or the plan's count for a role's guest of its own, and vm_memory) and, on vm-docker, starts each guest's Docker engine.
 // On vm every server is a process of its guest; on vm-docker every group is
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
@@ -54,7 +55,11 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, err := p.boot(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd)
+			vcpus := p.vcpus
+			if i < len(plan.GuestVCPUs) && plan.GuestVCPUs[i] > 0 {
+				vcpus = plan.GuestVCPUs[i]
+			}
+			g, err := p.bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus)
 			if err != nil {
 				errs[i] = fmt.Errorf("booting guest %d: %w", i, err)
 				return
@@ -122,9 +127,10 @@ func (s *vmSite) guestCPUs(sv topology.Server) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	n := s.guests[sv.Guest].g.cfg.VCPUs
 	for _, c := range cpus {
-		if c >= s.p.vcpus {
-			return "", fmt.Errorf("%s is pinned to CPUs %s, but its guest has %d vCPUs (0-%d): in a guest, pinning names vCPUs", sv.ID.Name(), sv.CPUSet, s.p.vcpus, s.p.vcpus-1)
+		if c >= n {
+			return "", fmt.Errorf("%s is pinned to CPUs %s, but its guest has %d vCPUs (0-%d): in a guest, pinning names vCPUs", sv.ID.Name(), sv.CPUSet, n, n-1)
 		}
 	}
 	return sv.CPUSet, nil
@@ -453,6 +459,14 @@ func (s *vmSite) startSupervised(ctx context.Context, g *vmGroup, m deploy.Membe
 
 func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error) {
 	p := s.Port(to.ID, port)
+	if from.Guest != to.Guest {
+		s.p.mu.Lock()
+		br := s.p.br
+		s.p.mu.Unlock()
+		if br != nil && br.isolated != "" {
+			return "", fmt.Errorf("%s in guest %d cannot reach %s in guest %d: %s", from.ID.Name(), from.Guest, to.ID.Name(), to.Guest, br.isolated)
+		}
+	}
 	if s.p.kind == platform.VM || s.p.kind == KindDockerHost {
 		return deploy.JoinPort(s.guests[to.Guest].g.ip, p), nil
 	}
@@ -460,7 +474,10 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 		return deploy.JoinPort("127.0.0.1", p), nil
 	}
 	if from.Guest != to.Guest {
-		return "", fmt.Errorf("%s and %s run in different guests' Docker engines, whose bridges do not reach each other", from.ID.Name(), to.ID.Name())
+		// Another guest's engine publishes every port of its containers
+		// on that guest's address (startContainer, openSupervisor), which
+		// the run's bridge carries from guest to guest.
+		return deploy.JoinPort(s.guests[to.Guest].g.ip, p), nil
 	}
 	s.mu.Lock()
 	g := s.groups[to.Group]

@@ -247,6 +247,12 @@ func (p *Platform) Close() error {
 
 // boot prepares the platform and boots one guest.
 func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest, error) {
+	return p.bootSized(ctx, name, forward, p.vcpus)
+}
+
+// bootSized boots a guest with vcpus vCPUs instead of the platform's (a
+// topology role's guest of its own); its memory is the platform's.
+func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vcpus int) (*guest, error) {
 	p.mu.Lock()
 	if err := p.prepare(ctx); err != nil {
 		p.mu.Unlock()
@@ -263,7 +269,7 @@ func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest
 	}
 	p.next++
 	cfg := guestConfig{
-		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: p.vcpus, MemMiB: p.memMiB,
+		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
 		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}

@@ -22,28 +22,39 @@ import (
 // TestTrialInGuests runs a short web20 trial in a QEMU guest: on vm every
 // server is a process of the guest, on vm-docker the seed's two containers
 // in the guest's engine; the data directory and the site are copied into
-// the guest. Under emulation (TCG) it takes minutes, so it runs only when
-// asked: NEARNATIVE_WEB20_VM_TEST=1 (vm), =2 (vm and vm-docker).
+// the guest. The split cases (vm_split, the seed's two-VM variant) put the
+// database in a second guest of 1 vCPU, which the web tier reaches over the
+// run's bridge. Under emulation (TCG) it takes minutes, so it runs only
+// when asked: NEARNATIVE_WEB20_VM_TEST=1 (vm, whole and split), =2 (vm and
+// vm-docker, each whole and split).
 func TestTrialInGuests(t *testing.T) {
 	which := os.Getenv("NEARNATIVE_WEB20_VM_TEST")
 	if which == "" {
-		t.Skip("boots QEMU guests for minutes: set NEARNATIVE_WEB20_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
+		t.Skip("boots QEMU guests for minutes: set NEARNATIVE_WEB20_VM_TEST=1 (vm, whole and split) or 2 (vm and vm-docker)")
 	}
 	e := oliotest.Setup(t)
-	kinds := []string{platform.VM}
+	type variant struct {
+		kind  string
+		split bool
+	}
+	variants := []variant{{platform.VM, false}, {platform.VM, true}}
 	if which == "2" {
-		kinds = append(kinds, platform.VMDocker)
+		variants = append(variants, variant{platform.VMDocker, false}, variant{platform.VMDocker, true})
 	}
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native)
 	eng, ref := testenv.WorkloadImage(t)
 	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
+	for _, v := range variants {
+		kind, name := v.kind, v.kind
+		if v.split {
+			name += "-split"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			p, err := vm.NewKind(kind, kind, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
+			p, err := vm.NewKind(kind, name, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,13 +64,17 @@ func TestTrialInGuests(t *testing.T) {
 			}
 			// Few users and short cycles: an emulated guest is slow, and the
 			// test checks that every operation works there, not its QoS.
-			in, err := newInstance(t, map[string]string{"users": "20", "instances": "1", "ramp_up": "5s", "ramp_down": "1s",
-				"cycle": "500ms", "php_children": "4", "nginx_workers": "2", "buffer_pool": "128m", "request_timeout": "60s"}, true)
+			params := map[string]string{"users": "20", "instances": "1", "ramp_up": "5s", "ramp_down": "1s",
+				"cycle": "500ms", "php_children": "4", "nginx_workers": "2", "buffer_pool": "128m", "request_timeout": "60s"}
+			if v.split {
+				params[ParamVMSplit], params[ParamDBVCPUs] = name, "1"
+			}
+			in, err := newInstance(t, params, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			in.cacheDir = filepath.Dir(e.Template.Dir)
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Round: 1, Platform: p, Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + name, Round: 1, Platform: p, Host: ps[platform.Native],
 				Duration: 30 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 			for _, n := range append(res.Where, res.Notes...) {
 				t.Log(n)
@@ -70,13 +85,56 @@ func TestTrialInGuests(t *testing.T) {
 			if res.Values[MetricOpsPerSec] <= 0 || res.Values[MetricDBCPU] <= 0 || res.Values[MetricWebCPU] <= 0 {
 				t.Errorf("%g operations/s, database CPU %g%%, web CPU %g%%", res.Values[MetricOpsPerSec], res.Values[MetricDBCPU], res.Values[MetricWebCPU])
 			}
-			where := strings.Join(res.Where, "\n")
-			if !strings.Contains(where, "guest 0: i0-db-0") {
-				t.Errorf("places:\n%s", where)
-			}
+			checkGuests(t, res, v.split)
 		})
 	}
 	if left, _ := state.TempDirs(run); len(left) > 0 {
 		t.Errorf("the trials left %v", left)
 	}
+}
+
+// checkGuests checks from the trial's places that the database ran in
+// guest 1 (split) or beside the web tier in guest 0, and that no operation
+// failed.
+func checkGuests(t *testing.T, res workload.Result, split bool) {
+	t.Helper()
+	where := strings.Join(res.Where, "\n")
+	want := map[string]string{"i0-db-0": "guest 0", "i0-fpm-0": "guest 0", "i0-web-0": "guest 0"}
+	if split {
+		want["i0-db-0"] = "guest 1"
+	}
+	for server, guest := range want {
+		if !placedIn(res.Where, server, guest) {
+			t.Errorf("%s is not in %s; places:\n%s", server, guest, where)
+		}
+	}
+	if split && !strings.Contains(where, "1 vCPUs") {
+		t.Errorf("no guest of 1 vCPU (db_vcpus: 1); places:\n%s", where)
+	}
+	if v, ok := res.Values[MetricFailed]; !ok || v != 0 {
+		t.Errorf("%s = %g (reported: %v), want 0", MetricFailed, v, ok)
+	}
+	for _, op := range Ops {
+		if v := res.Values[OpMetric(op, StatFailed)]; v != 0 {
+			t.Errorf("%s = %g", OpMetric(op, StatFailed), v)
+		}
+	}
+}
+
+// placedIn reports whether the place line of guest lists server: "guest
+// guest 1: i0-db-0 at 10.x.y.z; QEMU guest, ...".
+func placedIn(where []string, server, guest string) bool {
+	for _, w := range where {
+		rest, ok := strings.CutPrefix(w, "guest "+guest+": ")
+		if !ok {
+			continue
+		}
+		servers, _, _ := strings.Cut(rest, " at ")
+		for _, s := range strings.Split(servers, ", ") {
+			if s == server {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -38,6 +38,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	}
 	defer remove()
 	topo := in.topology(data)
+	if n := in.split(t.Platform, &topo); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	d, stop, err := workload.Deploy(ctx, t, topo, &res)
 	if err != nil {
 		return res, err

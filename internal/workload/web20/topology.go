@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/nearnative/nearnative/apps/olio"
+	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/topology"
@@ -174,4 +176,51 @@ func (in *Instance) template(ctx context.Context, t workload.Trial) (*olio.Templ
 	}
 	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, Run: t.Run, CacheDir: cache,
 		LogDir: filepath.Join(filepath.Dir(t.RawDir), "logs"), Log: t.Log}, in.s.dataSize())
+}
+
+// Parameters of the seed's two-VM variant.
+const (
+	// ParamVMSplit names the platforms on which each instance's database
+	// goes to a guest of its own.
+	ParamVMSplit = "vm_split"
+	// ParamDBVCPUs is the vCPU count of the database's guest there.
+	ParamDBVCPUs = "db_vcpus"
+	// SplitAll as vm_split: every vm platform of the study.
+	SplitAll = "all"
+)
+
+// splitOn reports whether vm_split asks for the two-VM variant on platform
+// name.
+func (s Settings) splitOn(name string) bool {
+	return slices.Contains(s.VMSplit, SplitAll) || slices.Contains(s.VMSplit, name)
+}
+
+// split applies vm_split to the trial's topology on platform p: on a vm
+// platform each instance's database goes to a guest of its own (vms
+// counting guest pairs), sized db_vcpus; elsewhere it is ignored. It
+// returns the note that says which, or "" when vm_split does not name p.
+func (in *Instance) split(p platform.Platform, t *topology.Topology) string {
+	s := in.s
+	if !s.splitOn(p.Name()) {
+		return ""
+	}
+	be, ok := p.(deploy.Backend)
+	if !ok || be.Machine().VCPUs == 0 {
+		return fmt.Sprintf("%s: %s is not a VM platform, so every instance runs as it does without the parameter", ParamVMSplit, p.Name())
+	}
+	for i := range t.Roles {
+		if t.Roles[i].Name == RoleDB {
+			t.Roles[i].OwnGuest = true
+			t.Roles[i].GuestVCPUs = s.DBVCPUs
+		}
+	}
+	vms := max(t.VMs, 1)
+	t.VMs = 2 * vms
+	m := be.Machine()
+	db := m.VCPUs
+	if s.DBVCPUs > 0 {
+		db = s.DBVCPUs
+	}
+	return fmt.Sprintf("%s: the seed's two-VM variant: each instance's web tier (nginx and PHP-FPM) in one guest, its database in another, %d guest(s) of each kind (vms %d doubled), web guests of %d vCPUs and database guests of %d, each with %d MiB (the seed: one 6-vCPU and one 2-vCPU VM, 2 GB each); the database traffic crosses the run's bridge between guests",
+		ParamVMSplit, vms, vms, m.VCPUs, db, m.GuestMemory>>20)
 }

@@ -3,6 +3,7 @@ package web20
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +100,10 @@ func (Workload) Params() []workload.Param {
 		{Name: "buffer_pool", Type: workload.String, Default: olio.DefaultBufferPool, Help: "MariaDB's innodb_buffer_pool_size per instance (holds the seed's data set)"},
 		{Name: "drivers", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "child driver processes (0: the users run in the nearnative process itself); pinned to driver_cpus when set"},
+		{Name: ParamVMSplit, Type: workload.String, Default: "",
+			Help: "vm platforms (comma-separated study names, or all) on which each instance's database runs in a guest of its own, apart from its web tier (nginx + PHP-FPM): the seed's two-VM variant; vms then counts guest pairs there (vms: 1 and one instance: a web guest and a database guest); the web guest has the platform's vcpus, the database guest db_vcpus, both its vm_memory (the seed: 6 + 2 vCPUs, 2 GB each); ignored, with a note, on platforms that are not VMs"},
+		{Name: ParamDBVCPUs, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
+			Help: "vm_split: vCPUs of the database's guest (0: the platform's vcpus, as the web guest; the seed: 2 beside a 6-vCPU web guest)"},
 		{Name: "start_users", Type: workload.Int, Default: "200", Quick: "25", Min: 1, HasMin: true, Help: "find-max: users per instance of the search's first step; the coarse ramp doubles them until a step fails"},
 		{Name: "max_users", Type: workload.Int, Default: "3000", Quick: "400", Min: 1, HasMin: true, Help: "find-max: the search never tries more users per instance (the data is loaded for them unless data_users says more)"},
 		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.1", Min: 0.001, HasMin: true,
@@ -135,6 +140,8 @@ type Settings struct {
 	Drivers          int
 	Search           search.Config // users per instance
 	StepRamp         time.Duration
+	VMSplit          []string // platforms, or SplitAll
+	DBVCPUs          int
 	Topology         topology.Topology // instances, layout, guests, placement (roles filled per trial)
 }
 
@@ -147,9 +154,14 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		MaxFailures: v.Float("max_failures"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
 		RequestTimeout: v.Duration("request_timeout"), Children: v.Int("php_children"), Workers: v.Int("nginx_workers"),
 		Connections: v.Int("nginx_connections"), BufferPool: v.String("buffer_pool"), Drivers: v.Int("drivers"),
-		StepRamp: v.Duration("step_ramp"),
+		StepRamp: v.Duration("step_ramp"), DBVCPUs: v.Int(ParamDBVCPUs),
 		Search: search.Config{Start: float64(v.Int("start_users")), Max: float64(v.Int("max_users")), Min: 1, Integer: true,
 			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
+	}
+	for _, p := range strings.Split(v.String(ParamVMSplit), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			s.VMSplit = append(s.VMSplit, p)
+		}
 	}
 	var err error
 	if s.Mix, err = ParseMix(v.String("mix")); err != nil {
@@ -228,6 +240,12 @@ func (in *Instance) Validate() error {
 	}
 	if s.Conditional > 1 || s.Attend > 1 {
 		return fmt.Errorf("parameters conditional_share %g and attend_chance %g: want shares from 0 to 1", s.Conditional, s.Attend)
+	}
+	if s.DBVCPUs > 0 && len(s.VMSplit) == 0 {
+		return fmt.Errorf("parameter %s %d: the database has a guest of its own only on the platforms %s names, and it names none: set %s too, or drop %s", ParamDBVCPUs, s.DBVCPUs, ParamVMSplit, ParamVMSplit, ParamDBVCPUs)
+	}
+	if len(s.VMSplit) > 1 && slices.Contains(s.VMSplit, SplitAll) {
+		return fmt.Errorf("parameter %s %q: %s or platform names, not both", ParamVMSplit, strings.Join(s.VMSplit, ","), SplitAll)
 	}
 	if _, err := platform.ParseBytes(s.BufferPool); err != nil {
 		return fmt.Errorf("parameter buffer_pool: %w", err)
