@@ -200,10 +200,19 @@ func TestClosedLoopThinkTime(t *testing.T) {
 	// (The users' cycles cannot add up to more than their time in the
 	// steady phase; on a loaded machine a starved goroutine loses some.)
 	op, think := r.Ops["work"].Latency.Mean(), r.Cycle.MeanAchieved()
-	if busy := time.Duration(r.Ops["work"].Count) * (op + think); busy > 4*800*time.Millisecond*21/20 || busy < 4*800*time.Millisecond/2 {
+	if busy := time.Duration(r.Ops["work"].Count) * (op + think); busy < 4*800*time.Millisecond/2 {
 		t.Errorf("%d operations of %v plus %v think: %v of the users' 3.2 s", r.Ops["work"].Count, op, think, busy)
 	}
-	within(t, "achieved think (ms)", float64(think)/1e6, float64(10*time.Millisecond+r.Lag.Mean())/1e6, 0.1)
+	// A 10 ms sleep that takes much longer says the scheduler, not the
+	// pacing, set the times.
+	if op > 12*time.Millisecond {
+		t.Logf("not checking timing: a 10 ms operation took %v on average, the machine is too busy", op)
+	} else if !tooBusyForTiming(t, r) {
+		if busy := time.Duration(r.Ops["work"].Count) * (op + think); busy > 4*800*time.Millisecond*21/20 {
+			t.Errorf("%d operations of %v plus %v think: %v of the users' 3.2 s", r.Ops["work"].Count, op, think, busy)
+		}
+		within(t, "achieved think (ms)", float64(think)/1e6, float64(10*time.Millisecond+r.Lag.Mean())/1e6, 0.1)
+	}
 	if r.Cycle.Late != 0 {
 		t.Errorf("%d late cycles in think-time pacing", r.Cycle.Late)
 	}
@@ -313,8 +322,14 @@ func TestOpenLoopRate(t *testing.T) {
 	}
 	within(t, "requests due in steady", float64(r.Open.Due), 1000, 0.01)
 	within(t, "requests done", float64(r.Ops["work"].Count), 1000, 0.01)
-	if r.Lag.Count() < 500 && !tooBusyForTiming(t, r) {
-		t.Errorf("only %d wake-ups recorded", r.Lag.Count())
+	// The pacer sleeps until each request is due and records how late it
+	// woke; a pacer kept behind its plan by a busy machine sends overdue
+	// requests without sleeping, so the count is checked only when few
+	// were late.
+	if late := r.Open.Late; late > r.Open.Due/20 {
+		t.Logf("not checking wake-ups: %d of %d requests were sent late, the machine is too busy", late, r.Open.Due)
+	} else if r.Lag.Count() < 500 && !tooBusyForTiming(t, r) {
+		t.Errorf("only %d wake-ups recorded (%d of %d requests late)", r.Lag.Count(), late, r.Open.Due)
 	}
 }
 
@@ -322,8 +337,9 @@ func TestOpenLoopRate(t *testing.T) {
 // busy for a test to check the pacing's timing to the millisecond (an idle
 // Go process wakes within about a millisecond; go test runs packages and
 // their integration tests in parallel on two cores, and there the lag
-// reached 36 ms).
-const maxTimingLag = 5 * time.Millisecond
+// reached 36 ms). It is the wake-up limit past which Saturation blames
+// the driver.
+const maxTimingLag = 2 * time.Millisecond
 
 // tooBusyForTiming reports, and logs, that the run's own measured
 // wake-up lag was too high for timing checks; the checks that do not
@@ -367,7 +383,11 @@ func TestOpenLoopCoordinatedOmission(t *testing.T) {
 	if v := (qos.Set{qos.Delivered{Min: 0.99}}).Evaluate(r.QoS()); v.Pass {
 		t.Errorf("a server at half the rate passed the delivery rule: %s", v.Summary())
 	}
-	// The driver slept on time whenever it slept: it is not the bottleneck.
+	// The driver slept on time whenever it slept: it is not the bottleneck
+	// (unless the machine kept it from waking).
+	if tooBusyForTiming(t, r) {
+		return
+	}
 	sat := r.Saturation(Limits{})
 	for _, why := range sat.Reasons {
 		if strings.Contains(why, "woke up") {
