@@ -136,7 +136,10 @@ func (s *seriesRec) close() []Second {
 		}
 		out = append(out, sec)
 	}
-	return out
+	// A completion that reached the lock after its second was closed (its
+	// goroutine descheduled for over a second on a busy machine) opened
+	// that second again: one entry per second, as storage keys them.
+	return mergeSeries(nil, out)
 }
 
 // mergeSeries adds b's seconds into a's (same start, other driver process).
