@@ -287,9 +287,8 @@ func (u *user) pipeline(ctx context.Context) error {
 	var first error
 	for i := 0; i < m.Pipeline; i++ {
 		typ, n, err := redisproto.Skip(u.r)
-		var re redisproto.Error
 		switch {
-		case errors.As(err, &re):
+		case err != nil && isErrorReply(err):
 			if first == nil {
 				first = driver.Failure(CauseServer, fmt.Errorf("%s answered %w", u.addr, err))
 			}
@@ -313,6 +312,15 @@ func (u *user) pipeline(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// isErrorReply reports whether err is a server's error reply. It is a
+// function of its own, called only for a non-nil error, because the target
+// errors.As writes to escapes to the heap: declared in the reply loop it
+// cost one allocation per reply.
+func isErrorReply(err error) bool {
+	var re redisproto.Error
+	return errors.As(err, &re)
 }
 
 func want(get bool, size int) string {
