@@ -192,8 +192,9 @@ func (p *Pacer) wait(ctx context.Context, op string, started, ended time.Time) (
 		minCycle = max(minCycle, p.extra(op))
 	}
 	delay = max(delay, minCycle)
-	due, late := schedule(p.pacing.Mode, started, ended, delay, time.Now())
-	if wait := time.Until(due); wait > 0 {
+	now := time.Now()
+	due, late := schedule(p.pacing.Mode, started, ended, delay, now)
+	if wait := due.Sub(now); wait > 0 {
 		if err := sleep(ctx, wait); err != nil {
 			return delay, late, err
 		}

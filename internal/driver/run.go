@@ -193,16 +193,19 @@ func closedUser(ctx context.Context, c Config, f Factory, col *collector, id int
 	}
 	// A cycle is filed when the next operation starts, so that the achieved
 	// cycle is start to start (or end to start), whatever delayed the user.
+	// (prev is a value, not a pointer: a pointer taken in the loop escaped,
+	// one allocation per operation.)
 	type pending struct {
 		started, ended time.Time
 		delay          time.Duration
 		late           bool
 	}
-	var prev *pending
+	var prev pending
+	havePrev := false
 	for userCtx.Err() == nil {
 		op, fn := u.Next()
 		started := time.Now()
-		if prev != nil {
+		if havePrev {
 			p.record(prev.started, prev.ended, started, prev.delay, prev.late)
 		}
 		err := fn(ctx) // in flight at end: it may finish within the drain
@@ -222,9 +225,9 @@ func closedUser(ctx context.Context, c Config, f Factory, col *collector, id int
 			p.record(started, ended, from.Add(delay), delay, late)
 			return nil
 		}
-		prev = &pending{started, ended, delay, late}
+		prev, havePrev = pending{started, ended, delay, late}, true
 	}
-	if prev != nil {
+	if havePrev {
 		// The wait ended as the run did: the next operation was due now.
 		p.record(prev.started, prev.ended, time.Now(), prev.delay, prev.late)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -663,5 +664,37 @@ func TestOpenLoopStepsPlan(t *testing.T) {
 	}
 	if all < 490 || all > 510 {
 		t.Errorf("%d requests in the series, want 500 (100 in the ramp-up, 400 steady)", all)
+	}
+}
+
+// TestClosedLoopAllocs: the closed loop itself allocates nothing per
+// operation (its recording, pacing and cycle bookkeeping), so that a cheap
+// operation such as a Redis pipeline is not charged for the driver's
+// garbage. What the run allocates once or once a second is shared by
+// hundreds of thousands of instant operations.
+func TestClosedLoopAllocs(t *testing.T) {
+	c := Config{
+		Behaviour: "test-sleep", Mode: Closed, Users: 2,
+		Pacing: Pacing{Mode: Think, Delay: Distribution{Kind: Fixed}},
+		Phases: Phases{Steady: 500 * time.Millisecond},
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, err := Run(context.Background(), c)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops int64
+	for _, p := range r.Points() {
+		ops += p.Count
+	}
+	if ops < 10000 {
+		t.Skipf("only %d operations: too few to tell per-operation allocations from per-run ones", ops)
+	}
+	per := float64(after.Mallocs-before.Mallocs) / float64(ops)
+	t.Logf("%d operations, %.4f allocations per operation", ops, per)
+	if per > 0.2 {
+		t.Errorf("%d allocations for %d operations: %.2f per operation, want none", after.Mallocs-before.Mallocs, ops, per)
 	}
 }

@@ -51,6 +51,9 @@ type seriesRec struct {
 	open   map[int]map[string]*secAcc
 	done   []compactSecond
 	spare  []*Hist
+	// latest is the latest second a completion was filed under: seconds
+	// are closed only when it moves, not at every completion.
+	latest int
 }
 
 func newSeriesRec(t0 time.Time, p Phases) *seriesRec {
@@ -64,9 +67,13 @@ func (s *seriesRec) add(op string, end time.Time, latency time.Duration, failed 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.open {
-		if k < sec-1 {
-			s.closeSec(k)
+	if sec > s.latest {
+		// A new second: the ones two seconds back are complete.
+		s.latest = sec
+		for k := range s.open {
+			if k < sec-1 {
+				s.closeSec(k)
+			}
 		}
 	}
 	ops := s.open[sec]

@@ -8,7 +8,9 @@
 //
 // The hot path allocates nothing: commands are appended to a buffer the user
 // keeps, replies are skipped in the reader's buffer (redisproto.Skip), keys
-// are written digit by digit. The driver must not cost more CPU per command
+// are written digit by digit. A pipeline costs two system calls, one write
+// and one read (sendRead): the reads wait for the replies rather than try
+// for them first. The driver must not cost more CPU per command
 // than redis-benchmark on the same load (BENCH.md has the cross-check).
 package respc
 
@@ -207,6 +209,7 @@ type user struct {
 	addr    string
 	rng     *rand.Rand
 	conn    net.Conn
+	sr      *sendRead
 	r       *bufio.Reader
 	stop    func() bool
 	buf     []byte
@@ -233,7 +236,12 @@ func (u *user) dial(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u.conn, u.r = c, bufio.NewReaderSize(c, 32<<10)
+	sr, err := newSendRead(c)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	u.conn, u.sr, u.r = c, sr, bufio.NewReaderSize(sr, 32<<10)
 	u.deadline = time.Time{}
 	// The driver cancels ctx when it stops: a read in flight then ends at
 	// once rather than at its deadline.
@@ -245,7 +253,7 @@ func (u *user) drop() {
 	if u.conn != nil {
 		u.stop()
 		u.conn.Close()
-		u.conn, u.r = nil, nil
+		u.conn, u.sr, u.r = nil, nil, nil
 	}
 }
 
@@ -280,19 +288,23 @@ func (u *user) pipeline(ctx context.Context) error {
 		}
 		u.conn.SetDeadline(u.deadline)
 	}
-	if _, err := u.conn.Write(b); err != nil {
+	if n := u.r.Buffered(); n > 0 {
 		u.drop()
-		return fmt.Errorf("sending to %s: %w", u.addr, err)
+		return driver.Failure(CauseReply, fmt.Errorf("%s sent %d bytes nobody asked for", u.addr, n))
 	}
+	// The commands go out with the first read of their replies (sendRead).
+	u.sr.pending = b
 	var first error
 	for i := 0; i < m.Pipeline; i++ {
 		typ, n, err := redisproto.Skip(u.r)
-		var re redisproto.Error
 		switch {
-		case errors.As(err, &re):
+		case err != nil && isErrorReply(err):
 			if first == nil {
 				first = driver.Failure(CauseServer, fmt.Errorf("%s answered %w", u.addr, err))
 			}
+		case err != nil && isSendError(err):
+			u.drop()
+			return fmt.Errorf("sending to %s: %w", u.addr, err)
 		case err != nil:
 			u.drop()
 			return fmt.Errorf("reading from %s: %w", u.addr, err)
@@ -313,6 +325,22 @@ func (u *user) pipeline(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// isErrorReply reports whether err is a server's error reply. It is a
+// function of its own, called only for a non-nil error, because the target
+// errors.As writes to escapes to the heap: declared in the reply loop it
+// cost one allocation per reply.
+func isErrorReply(err error) bool {
+	var re redisproto.Error
+	return errors.As(err, &re)
+}
+
+// isSendError reports whether err is a failure to send the pipeline
+// (sendRead's), kept out of the reply loop like isErrorReply.
+func isSendError(err error) bool {
+	var se *sendError
+	return errors.As(err, &se)
 }
 
 func want(get bool, size int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -258,5 +259,47 @@ func TestMixFailures(t *testing.T) {
 	}
 	if n := r.Ops[OpPipeline].Failures[driver.CauseRefused]; n == 0 {
 		t.Errorf("no server: failures %v, want %q", r.Ops[OpPipeline].Failures, driver.CauseRefused)
+	}
+}
+
+// TestPipelineAllocs: the hot path allocates nothing per pipeline, GETs and
+// SETs alike (an allocation per reply once cost more CPU per command than
+// redis-benchmark uses; BENCH.md, issue 14).
+func TestPipelineAllocs(t *testing.T) {
+	addr := redisServer(t)
+	load(t, addr, 1000, "x")
+	for _, ratio := range []string{"0", "0.75", "1"} {
+		t.Run("get_ratio="+ratio, func(t *testing.T) {
+			m := Mix{Addrs: []string{addr}, Pipeline: 30, Keyspace: 1000, ValueSize: 1}
+			p := m.Params()
+			p[ParamGetRatio] = ratio
+			f, err := NewMixFactory(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			u, err := f.NewUser(ctx, 0, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer u.(driver.Closer).Close()
+			_, op := u.Next()
+			if err := op(ctx); err != nil { // connects
+				t.Fatal(err)
+			}
+			var failed error
+			allocs := testing.AllocsPerRun(200, func() {
+				if err := op(ctx); err != nil && failed == nil {
+					failed = err
+				}
+			})
+			if failed != nil {
+				t.Fatal(failed)
+			}
+			if allocs != 0 {
+				t.Errorf("%v allocations per pipeline of 30, want 0", allocs)
+			}
+		})
 	}
 }
