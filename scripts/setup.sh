@@ -95,6 +95,12 @@ for s in "${SERVICES[@]}"; do
     update-rc.d "$s" disable >/dev/null 2>&1 || true
   fi
 done
+# Stopping RabbitMQ's service runs Erlang tools, which start the system's
+# Erlang port mapper (epmd) as a daemon of its own; nearnative's brokers use
+# private ones, so the shared one is stopped too.
+if pgrep -x epmd >/dev/null 2>&1; then
+  epmd -kill >/dev/null 2>&1 || pkill -x epmd || true
+fi
 
 # Docker: leave a daemon that answers alone; start one otherwise.
 if docker version >/dev/null 2>&1; then
