@@ -69,6 +69,7 @@ type options struct {
 	keyspace  int
 	serverCPU string
 	clientCPU string
+	threads   int
 	raw       string
 	id        runid.ID
 }
@@ -82,6 +83,7 @@ func run() error {
 	flag.IntVar(&o.keyspace, "keyspace", 1000000, "keys, preloaded for the GET runs")
 	flag.StringVar(&o.serverCPU, "server-cpus", "", "CPU list redis-server is confined to (empty: any)")
 	flag.StringVar(&o.clientCPU, "client-cpus", "", "CPU list both clients are pinned to with taskset (empty: any)")
+	flag.IntVar(&o.threads, "threads", 1, "threads running Go code in our driver process (GOMAXPROCS; 0: one per CPU), as redis-scaleout's driver_threads")
 	flag.Parse()
 	if o.reps < 1 || o.clients < 1 || o.pipeline < 1 || o.keyspace < 1 || o.duration <= 0 {
 		return errors.New("-reps, -clients, -pipeline, -keyspace and -duration must be positive")
@@ -252,7 +254,7 @@ func ours(ctx context.Context, o options, addr, cmd string) (float64, float64, e
 	}
 	c := driver.Config{Behaviour: respc.MixBehaviour, Params: m.Params(), Mode: driver.Closed, Users: o.clients,
 		Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
-		Phases: driver.Phases{RampUp: 500 * time.Millisecond, Steady: o.duration}, Drivers: 1, Run: o.id}
+		Phases: driver.Phases{RampUp: 500 * time.Millisecond, Steady: o.duration}, Drivers: 1, Threads: o.threads, Run: o.id}
 	if o.clientCPU != "" {
 		c.CPUSets = []string{o.clientCPU}
 	}

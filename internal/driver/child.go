@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,7 +78,7 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
-			results[k], errs[k] = runChild(ctx, c.Run, argv, plan)
+			results[k], errs[k] = runChild(ctx, c.Run, argv, plan, c.Threads)
 			if errs[k] != nil {
 				errs[k] = fmt.Errorf("driver process %d of %d (%s): %w", k+1, n, cmds[k], errs[k])
 			}
@@ -95,6 +96,10 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 		r.merge(results[k])
 	}
 	r.CPUs = childCPUs(c)
+	if c.Threads > 0 {
+		// Each child runs Go code on at most Threads CPUs at once.
+		r.CPUs = min(r.CPUs, n*c.Threads)
+	}
 	r.Commands = cmds
 	c.describe(r)
 	return r, nil
@@ -118,7 +123,7 @@ func childCPUs(c Config) int {
 // runChild starts one child, hands it its plan and reads its result. The
 // child dies with this process (Pdeathsig) and carries the run ID in its
 // environment, so that `nearnative cleanup` finds it after a crash.
-func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte) (*Result, error) {
+func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte, threads int) (*Result, error) {
 	// Pdeathsig fires when the thread that started the child exits, not the
 	// process: keep this goroutine on its thread until the child is gone.
 	runtime.LockOSThread()
@@ -127,6 +132,9 @@ func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte) (*R
 	cmd.Env = os.Environ()
 	if run != "" {
 		cmd.Env = append(cmd.Env, runid.EnvVar+"="+string(run))
+	}
+	if threads > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(threads))
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var stdout bytes.Buffer

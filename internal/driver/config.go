@@ -69,6 +69,12 @@ type Config struct {
 	// CPUSets pins the child processes: one CPU list for all of them, or one
 	// per child. Empty: not pinned.
 	CPUSets []string `json:"cpusets,omitempty"`
+	// Threads limits each child process to this many threads running Go
+	// code at once (GOMAXPROCS); 0 leaves Go's default, one per CPU. A
+	// single-threaded child is how the seeds' load generators ran (one
+	// redis-benchmark per Redis), and it spares the scheduler hand-offs
+	// between threads that cost a many-connection driver CPU.
+	Threads int `json:"threads,omitempty"`
 
 	// Seed makes users' random choices repeatable.
 	Seed int64 `json:"seed"`
@@ -113,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.Drivers < 0 {
 		return fmt.Errorf("driver: %d driver processes: want 0 (in process) or more", c.Drivers)
+	}
+	if c.Threads < 0 || (c.Threads > 0 && c.Drivers == 0) {
+		return fmt.Errorf("driver: threads %d: want 0 (Go's default) or a count for each of drivers > 0 child processes", c.Threads)
 	}
 	if c.Drivers > 0 {
 		if c.Mode == Closed && c.Users < c.Drivers {

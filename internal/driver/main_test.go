@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"errors"
@@ -54,6 +55,9 @@ type sleepFactory struct {
 	failEvery int
 	built     atomic.Int64
 	setupFail bool
+	// procs > 0: every operation fails (cause "procs") unless the process
+	// runs Go code on exactly that many threads (GOMAXPROCS).
+	procs int
 }
 
 var errSynthetic = errors.New("synthetic failure")
@@ -71,6 +75,9 @@ func newSleepFactory(p map[string]string) (Factory, error) {
 		f.failEvery, _ = strconv.Atoi(s)
 	}
 	f.setupFail = p["setup_fail"] == "true"
+	if s := p["procs"]; s != "" {
+		f.procs, _ = strconv.Atoi(s)
+	}
 	return f, nil
 }
 
@@ -88,6 +95,9 @@ func (f *sleepFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (Use
 			if err := sleep(ctx, f.sleep); err != nil {
 				return err
 			}
+		}
+		if f.procs > 0 && runtime.GOMAXPROCS(0) != f.procs {
+			return Failure("procs", fmt.Errorf("GOMAXPROCS %d, want %d", runtime.GOMAXPROCS(0), f.procs))
 		}
 		if f.failEvery > 0 && n%f.failEvery == 0 {
 			return Failure("synthetic", errSynthetic)

@@ -397,6 +397,34 @@ func TestOpenLoopCoordinatedOmission(t *testing.T) {
 	}
 }
 
+// TestChildThreads: Threads reaches each child as its GOMAXPROCS (the
+// behaviour fails every operation otherwise), and the driver counts the
+// CPUs its children can use at once by it; Threads without children is
+// refused.
+func TestChildThreads(t *testing.T) {
+	useTestChildren(t)
+	c := Config{
+		Behaviour: "test-sleep", Params: map[string]string{"sleep": "1ms", "procs": "1"}, Mode: Closed, Users: 4,
+		Pacing: Pacing{Mode: Think, Delay: Distribution{Kind: Fixed, Mean: 5 * time.Millisecond}},
+		Phases: Phases{Steady: 300 * time.Millisecond}, Drivers: 2, Threads: 1,
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Ops["work"]
+	if w.Count == 0 || w.Failures["procs"] != 0 {
+		t.Errorf("%d operations, %d failed on GOMAXPROCS: %v", w.Count, w.Failures["procs"], w.Examples["procs"])
+	}
+	if want := min(allowedCPUs(), 2); r.CPUs != want {
+		t.Errorf("2 single-threaded children report %d CPUs, want %d", r.CPUs, want)
+	}
+	c.Drivers = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "threads") {
+		t.Errorf("threads without driver processes: %v", err)
+	}
+}
+
 func TestChildDrivers(t *testing.T) {
 	useTestChildren(t)
 	c := Config{

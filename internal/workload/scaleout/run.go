@@ -155,7 +155,7 @@ func (in *Instance) driverConfig(addr string, drivers int, steady time.Duration,
 	c := driver.Config{Behaviour: respc.MixBehaviour, Params: m.Params(), Mode: driver.Closed, Users: drivers * s.Clients,
 		Pacing: driver.Pacing{Mode: driver.Think, Delay: driver.Distribution{Kind: driver.Fixed}},
 		Phases: driver.Phases{RampUp: s.Warmup, Steady: steady}, Drain: drain,
-		Drivers: drivers, Seed: seed}
+		Drivers: drivers, Threads: s.DriverThreads, Seed: seed}
 	if s.DriverCPUs != "" {
 		c.CPUSets = []string{s.DriverCPUs}
 	}

@@ -115,6 +115,8 @@ func (Workload) Params() []workload.Param {
 			Help: "run twemproxy and HAProxy beside the driver on every platform (as the seed, on a host of their own); false: on the platform with the Redis"},
 		{Name: "pin", Type: workload.String, Default: "none", Enum: []string{"none", topology.PinSpread},
 			Help: "spread: every platform pins each Redis to a core of its own (a platform variant's option pin: spread does it for that platform alone); refused when N exceeds the cores left after driver_cpus"},
+		{Name: "driver_threads", Type: workload.Int, Default: "1", Min: 0, HasMin: true,
+			Help: "threads running Go code in each driver process (GOMAXPROCS; 0: one per CPU); 1, as the seed's single-threaded redis-benchmark, spared the scheduler hand-offs that cost our driver CPU (BENCH.md)"},
 		{Name: "driver_cpus", Type: workload.String, Default: "",
 			Help: "CPU list the driver processes are pinned to (taskset); pin: spread skips these cores"},
 		{Name: "overcommit", Type: workload.Float, Default: strconv.FormatFloat(topology.DefaultOvercommit, 'g', -1, 64), Min: 0.1, HasMin: true,
@@ -137,6 +139,7 @@ type Settings struct {
 	LBOnHost           bool
 	Pin                string
 	DriverCPUs         string
+	DriverThreads      int
 	Overcommit         float64
 	Warmup             time.Duration
 	scaled             []string // what the machine's sizes changed from the seed
@@ -187,7 +190,7 @@ func Resolve(v workload.Values, m Machine) Settings {
 		GetRatio: v.Float("get_ratio"), Keyspace: int64(v.Int("keyspace")), ValueSize: v.Int("value_size"),
 		keyspaceMax: int64(v.Int("keyspace_max")),
 		Guests:      v.String("guests"), LBOnHost: v.Bool("lb_on_host"), Pin: v.String("pin"),
-		DriverCPUs: v.String("driver_cpus"), Overcommit: v.Float("overcommit"), Warmup: v.Duration("warmup"),
+		DriverCPUs: v.String("driver_cpus"), DriverThreads: v.Int("driver_threads"), Overcommit: v.Float("overcommit"), Warmup: v.Duration("warmup"),
 	}
 	if s.Pin == "none" {
 		s.Pin = topology.PinNone
