@@ -144,7 +144,7 @@ func EnsureTemplate(ctx context.Context, o TemplateOptions) (*Template, error) {
 	if err := os.MkdirAll(templatesDir(o.State), 0o755); err != nil {
 		return nil, fmt.Errorf("auction template: %w", err)
 	}
-	unlock, err := lockFile(dir + ".lock")
+	unlock, err := state.LockFile(ctx, dir+".lock", nil)
 	if err != nil {
 		return nil, err
 	}

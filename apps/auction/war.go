@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -85,7 +83,7 @@ func BuildWAR(ctx context.Context, d state.Dir, log io.Writer) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", fmt.Errorf("building the auction application: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(appDir(d), "war", ".lock"))
+	unlock, err := state.LockFile(ctx, filepath.Join(appDir(d), "war", ".lock"), nil)
 	if err != nil {
 		return "", err
 	}
@@ -143,23 +141,6 @@ func extract(fsys fs.FS, root, dir string) error {
 		}
 		return os.WriteFile(dst, b, 0o644)
 	})
-}
-
-// lockFile takes an exclusive flock on path (created if needed) and returns
-// its release.
-func lockFile(path string) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating lock %s: %w", path, err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
 }
 
 func lastLines(s string, n int) string {

@@ -156,7 +156,7 @@ func (c Cache) Ensure(ctx context.Context, b Builder, d Dataset) (t Template, bu
 		return t, false, fmt.Errorf("creating the template cache: %w", err)
 	}
 	key := Key(d, version)
-	unlock, err := lock(ctx, filepath.Join(c.Dir, key+".lock"))
+	unlock, err := state.LockFile(ctx, filepath.Join(c.Dir, key+".lock"), nil)
 	if err != nil {
 		return t, false, err
 	}
@@ -465,29 +465,4 @@ func syncFS(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
-}
-
-// lock takes an exclusive flock on path, waiting (until ctx ends) while
-// another process holds it.
-func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening the template lock: %w", err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another build of the same template (%s): %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,8 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -145,7 +142,7 @@ func EnsureTemplate(ctx context.Context, b Builder, size Size) (*Template, error
 	if err := mkdirAll(b.CacheDir); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(b.CacheDir, key+".lock"))
+	unlock, err := state.LockFile(ctx, filepath.Join(b.CacheDir, key+".lock"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -198,31 +195,6 @@ func mkdirAll(dir string) error {
 		return fmt.Errorf("olio: creating %s: %w", dir, err)
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path, waiting (and honouring ctx)
-// while another process holds it.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("olio: opening the template lock: %w", err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("olio: locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // CopyDB copies the template's data directory into dst (made if missing;

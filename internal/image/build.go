@@ -15,7 +15,6 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-	"golang.org/x/sys/unix"
 
 	"github.com/nearnative/nearnative/internal/benchbin"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -82,7 +81,9 @@ func Build(ctx context.Context, api client.APIClient, c Config, o BuildOptions) 
 		}
 	}
 
-	unlock, err := lockBuild(ctx, o.Dir, hash, o.Log)
+	unlock, err := state.LockFile(ctx, filepath.Join(o.Dir.ImageDir(), hash, "build.lock"), func() {
+		fmt.Fprintln(o.Log, "image: another nearnative process is building the same image; waiting")
+	})
 	if err != nil {
 		return Result{}, err
 	}
@@ -136,39 +137,6 @@ func existing(ctx context.Context, api client.APIClient, ref string, dir state.D
 		Ref: ref, ID: insp.ID, Hash: labels(insp)[LabelInputs], Cached: true,
 		Duration: time.Since(start), Size: insp.Size, Versions: versions,
 	}, nil
-}
-
-// lockBuild serialises builds of the same inputs across nearnative processes;
-// it waits for a concurrent build to finish.
-func lockBuild(ctx context.Context, dir state.Dir, hash string, log io.Writer) (func(), error) {
-	d := filepath.Join(dir.ImageDir(), hash)
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return nil, fmt.Errorf("creating image cache dir: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(d, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening image build lock: %w", err)
-	}
-	for waited := false; ; waited = true {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking image build: %w", err)
-		}
-		if !waited {
-			fmt.Fprintln(log, "image: another nearnative process is building the same image; waiting")
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-	return func() { f.Close() }, nil
 }
 
 // build makes the root file system and imports it; it returns the image ID and

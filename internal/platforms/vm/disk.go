@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
-	"golang.org/x/sys/unix"
 
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -56,7 +54,7 @@ func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref str
 		return Disk{}, fmt.Errorf("vm disk: %w", err)
 	}
 	d := Disk{Path: filepath.Join(cache, "disk-"+key[:16]+".img"), Key: key}
-	unlock, err := flock(ctx, d.Path+".lock")
+	unlock, err := state.LockFile(ctx, d.Path+".lock", nil)
 	if err != nil {
 		return d, err
 	}
@@ -201,28 +199,4 @@ func treeSize(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
-}
-
-// flock takes an exclusive lock on path, waiting for another holder.
-func flock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening lock %s: %w", path, err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

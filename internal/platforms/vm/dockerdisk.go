@@ -56,7 +56,7 @@ func buildDockerDisk(ctx context.Context, api client.APIClient, dir state.Dir, r
 		return Disk{}, err
 	}
 	d := Disk{Path: filepath.Join(cache, "disk-docker-"+key[:16]+".img"), Key: key}
-	unlock, err := flock(ctx, d.Path+".lock")
+	unlock, err := state.LockFile(ctx, d.Path+".lock", nil)
 	if err != nil {
 		return d, err
 	}

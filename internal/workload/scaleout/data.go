@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -148,7 +147,7 @@ func (l Loader) Ensure(ctx context.Context, s Settings) (*Cache, error) {
 	if err := os.MkdirAll(l.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the data cache %s: %w", l.Root, err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(l.Root, key+".lock"))
+	unlock, err := state.LockFile(ctx, filepath.Join(l.Root, key+".lock"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -376,31 +375,6 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-// lockFile takes an exclusive flock on path, waiting for another holder
-// (another run loading the same key space) until ctx ends.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("%s: lock %s: %w", Name, path, err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("%s: lock %s: %w", Name, path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // Copy gives one trial its own copy of the cache: for the baseline's Redis
