@@ -258,16 +258,16 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		cfg.Depth = mode.Depth
 	}
 	in := &Instance{cfg: cfg, storage: v.String("storage"), mem: mem, sizeText: v.String("size")}
-	// The host file (native, volume) goes under $TMPDIR; a container's own
-	// file system is Docker's data directory, on the host's disk as well.
+	// The host file (native, volume) goes under $TMPDIR and is kept for the
+	// whole run; with storage=container each container lays out its own
+	// file in Docker's data directory while it exists, so on one file
+	// system the two need room together.
 	dirs := []string{os.TempDir()}
 	if in.storage == StorageContainer {
 		dirs = append(dirs, DockerRoot)
 	}
-	for _, d := range dirs {
-		if err := checkSpace(d, cfg.Size, in.sizeText); err != nil {
-			return nil, err
-		}
+	if err := checkSpace(dirs, cfg.Size, in.sizeText); err != nil {
+		return nil, err
 	}
 	return in, nil
 }
@@ -591,25 +591,51 @@ func saveRaw(dir, trial string, j platform.JobResult) (string, error) {
 // the study is fine, this machine's disk is not big enough for it.
 var ErrNoSpace = errors.New("not enough free disk")
 
-// checkSpace fails when dir's file system lacks room for a file of size
-// bytes plus a margin (a tenth, and 64 MiB), saying the largest size that
-// fits; a dir that does not exist is not checked.
-func checkSpace(dir string, size int64, given string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("checking free space under %s: %w", dir, err)
+// checkSpace fails when the file systems of dirs lack room for one file of
+// size bytes in each dir, plus a margin per file (a tenth, and 64 MiB),
+// saying the largest size that fits. Dirs on one file system need room
+// together; a dir that does not exist is not checked.
+func checkSpace(dirs []string, size int64, given string) error {
+	type fsys struct {
+		dir   string // the first dir on it
+		files int64
+		free  int64
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	if need := size + size/10 + 64<<20; free < need {
-		most := max((free-64<<20)*10/11, 0) / (1 << 20) * (1 << 20)
-		if most >= 1<<30 {
-			most = most / (1 << 30) * (1 << 30)
+	var order []*fsys
+	byDev := map[uint64]*fsys{}
+	for _, dir := range dirs {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("checking free space under %s: %w", dir, err)
 		}
-		return fmt.Errorf("fio: %w: a %s file (size=%s) needs %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
-			ErrNoSpace, human(size), given, human(need), dir, human(free), fioSize(most))
+		f := byDev[st.Dev]
+		if f == nil {
+			var fs unix.Statfs_t
+			if err := unix.Statfs(dir, &fs); err != nil {
+				return fmt.Errorf("checking free space under %s: %w", dir, err)
+			}
+			f = &fsys{dir: dir, free: int64(fs.Bavail) * int64(fs.Bsize)}
+			byDev[st.Dev] = f
+			order = append(order, f)
+		}
+		f.files++
+	}
+	for _, f := range order {
+		if need := f.files * (size + size/10 + 64<<20); f.free < need {
+			most := max((f.free/f.files-64<<20)*10/11, 0) / (1 << 20) * (1 << 20)
+			if most >= 1<<30 {
+				most = most / (1 << 30) * (1 << 30)
+			}
+			what := fmt.Sprintf("a %s file (size=%s) needs", human(size), given)
+			if f.files > 1 {
+				what = fmt.Sprintf("a %s file (size=%s) on the host and one in each container's own file system (storage=container), both on this file system, need", human(size), given)
+			}
+			return fmt.Errorf("fio: %w: %s %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
+				ErrNoSpace, what, human(need), f.dir, human(f.free), fioSize(most))
+		}
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
@@ -148,15 +150,44 @@ func TestAutoSize(t *testing.T) {
 
 func TestCheckSpace(t *testing.T) {
 	dir := t.TempDir()
-	if err := checkSpace(dir, 1<<20, "1m"); err != nil {
-		t.Errorf("1m: %v", err)
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
 	}
-	err := checkSpace(dir, 1<<60, "auto")
-	if err == nil || !strings.Contains(err.Error(), "size=auto") || !strings.Contains(err.Error(), "set size to at most") {
-		t.Errorf("1 EiB: %v", err)
-	}
-	if err := checkSpace(filepath.Join(dir, "missing"), 1<<60, "auto"); err != nil {
-		t.Errorf("missing dir: %v", err)
+	free := int64(st.Bavail) * int64(st.Bsize)
+	// A size that fits once but not twice: one dir passes, two dirs on the
+	// same file system (the host file and a container's) are refused.
+	half := free * 10 / 11 * 2 / 3 / (1 << 20) * (1 << 20)
+	for _, tc := range []struct {
+		name  string
+		dirs  []string
+		size  int64
+		given string
+		want  []string // in the error; nil: no error
+	}{
+		{"small", []string{dir}, 1 << 20, "1m", nil},
+		{"too big", []string{dir}, 1 << 60, "auto", []string{"size=auto", "set size to at most"}},
+		{"missing dir", []string{filepath.Join(dir, "missing")}, 1 << 60, "auto", nil},
+		{"fits once", []string{dir}, half, "x", nil},
+		{"not twice", []string{dir, filepath.Join(dir, ".")}, half, "x", []string{"one in each container's own file system", "set size to at most"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkSpace(tc.dirs, tc.size, tc.given)
+			if tc.want == nil {
+				if err != nil {
+					t.Errorf("%v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("got %v, want ErrNoSpace", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v: no %q", err, w)
+				}
+			}
+		})
 	}
 }
 
