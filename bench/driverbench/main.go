@@ -301,10 +301,7 @@ func ourClosed(ctx context.Context, o options, url, client string) func(int) (in
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		var n int64
-		for _, p := range r.Points() {
-			n += p.Count
-		}
+		n, _ := r.Ended()
 		return n, r.Wall, r.CPU, nil
 	}
 }

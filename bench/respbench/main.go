@@ -269,10 +269,7 @@ func ours(ctx context.Context, o options, addr, cmd string) (float64, float64, e
 	if op.Failed() > 0 {
 		return 0, 0, fmt.Errorf("our driver failed %d pipelines: %v", op.Failed(), op.Examples)
 	}
-	var all int64
-	for _, p := range r.Points() {
-		all += p.Count
-	}
+	all, _ := r.Ended()
 	cmds := float64(all * int64(o.pipeline))
 	return float64(op.Count*int64(o.pipeline)) / r.Phases.Steady.Seconds(), r.CPU.Seconds() / cmds * 1e6, nil
 }

@@ -178,5 +178,19 @@ func (r *Result) QoS() qos.Input {
 	return in
 }
 
+// Ended totals the per-second series: the operations that ended in any
+// phase, successful and failed (unfinished ones are not in the series).
+// CPU per operation is taken over it, as the CPU is measured over the
+// whole run.
+func (r *Result) Ended() (ok, failed int64) {
+	for _, s := range r.Series {
+		for _, o := range s.Ops {
+			ok += o.Count
+			failed += o.Failures
+		}
+	}
+	return ok, failed
+}
+
 // Points is the per-second series as rows.
 func (r *Result) Points() []Point { return Points(r.Series) }

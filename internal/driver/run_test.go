@@ -106,6 +106,9 @@ func TestClosedLoopCycleTime(t *testing.T) {
 	if all <= steady || all < int64(total) {
 		t.Errorf("series: %d operations, %d in steady seconds; %v counted", all, steady, total)
 	}
+	if ok, failed := r.Ended(); ok+failed != all {
+		t.Errorf("Ended: %d ok + %d failed, the series' rows hold %d", ok, failed, all)
+	}
 	in := r.QoS()
 	if in.Ops["work"].Count != w.Count || in.CycleTarget != r.Cycle.MeanTarget() {
 		t.Errorf("QoS input %+v", in)

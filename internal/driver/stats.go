@@ -119,23 +119,13 @@ func (o *OpenStats) add(p OpenStats) {
 	o.Late += p.Late
 }
 
-// opAcc accumulates one operation in one shard.
-type opAcc struct {
-	count, unfinished int64
-	failures          map[string]int64
-	examples          map[string]string
-	latency, service  *Hist
-}
-
 // shard is one lock's worth of the collector; users and workers are spread
-// over shards so that recording rarely waits.
+// over shards so that recording rarely waits. Each shard keeps a partial
+// Result (operations, counters, cycles, open-loop counts, lag), merged into
+// the run's as a child process's is.
 type shard struct {
-	mu       sync.Mutex
-	ops      map[string]*opAcc
-	counters map[string]int64
-	cycle    CycleStats
-	open     OpenStats
-	lag      *Hist
+	mu sync.Mutex
+	r  *Result
 }
 
 // collector gathers what one driver process measures.
@@ -159,7 +149,7 @@ func newCollector(t0 time.Time, p Phases, open bool, lateAfter time.Duration, st
 		steadyStart: t0.Add(p.SteadyStart()), steadyEnd: t0.Add(p.SteadyStart() + p.Steady), end: t0.Add(p.Total()),
 		series: newSeriesRec(t0, p)}
 	for i := 0; i < maxShards; i++ {
-		c.shards = append(c.shards, &shard{ops: map[string]*opAcc{}, counters: map[string]int64{}, lag: NewHist()})
+		c.shards = append(c.shards, &shard{r: newResult()})
 	}
 	return c
 }
@@ -183,28 +173,27 @@ func (c *collector) record(shardIdx int, op string, intended, sent, end time.Tim
 	s := c.shard(shardIdx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a := s.ops[op]
+	a := s.r.Ops[op]
 	if a == nil {
-		a = &opAcc{failures: map[string]int64{}, examples: map[string]string{}, latency: NewHist()}
+		a = s.r.op(op)
 		if c.open {
-			a.service = NewHist()
+			a.Service = NewHist()
 		}
-		s.ops[op] = a
 	}
 	switch {
 	case unfinished:
-		a.unfinished++
+		a.Unfinished++
 	case err != nil:
 		cause := Cause(err)
-		a.failures[cause]++
-		if _, ok := a.examples[cause]; !ok {
-			a.examples[cause] = truncate(err.Error(), 300)
+		a.Failures[cause]++
+		if _, ok := a.Examples[cause]; !ok {
+			a.Examples[cause] = truncate(err.Error(), 300)
 		}
 	default:
-		a.count++
-		a.latency.Record(end.Sub(intended))
-		if a.service != nil {
-			a.service.Record(end.Sub(sent))
+		a.Count++
+		a.Latency.Record(end.Sub(intended))
+		if a.Service != nil {
+			a.Service.Record(end.Sub(sent))
 		}
 	}
 }
@@ -217,9 +206,9 @@ func (c *collector) due(shardIdx int, intended, sent time.Time) {
 	}
 	s := c.shard(shardIdx)
 	s.mu.Lock()
-	s.open.Sent++
+	s.r.Open.Sent++
 	if sent.Sub(intended) > c.lateAfter {
-		s.open.Late++
+		s.r.Open.Late++
 	}
 	s.mu.Unlock()
 }
@@ -232,7 +221,7 @@ func (c *collector) lag(shardIdx int, planned time.Time, lag time.Duration) {
 	}
 	s := c.shard(shardIdx)
 	s.mu.Lock()
-	s.lag.Record(max(lag, 0))
+	s.r.Lag.Record(max(lag, 0))
 	s.mu.Unlock()
 }
 
@@ -243,11 +232,11 @@ func (c *collector) cycle(shardIdx int, started time.Time, target, achieved time
 	}
 	s := c.shard(shardIdx)
 	s.mu.Lock()
-	s.cycle.N++
-	s.cycle.Target += target
-	s.cycle.Achieved += achieved
+	s.r.Cycle.N++
+	s.r.Cycle.Target += target
+	s.r.Cycle.Achieved += achieved
 	if late {
-		s.cycle.Late++
+		s.r.Cycle.Late++
 	}
 	s.mu.Unlock()
 }
@@ -259,7 +248,7 @@ func (c *collector) count(shardIdx int, name string, n int64) {
 	}
 	s := c.shard(shardIdx)
 	s.mu.Lock()
-	s.counters[name] += n
+	s.r.Counters[name] += n
 	s.mu.Unlock()
 }
 
@@ -268,32 +257,7 @@ func (c *collector) result() *Result {
 	r := newResult()
 	for _, s := range c.shards {
 		s.mu.Lock()
-		for name, a := range s.ops {
-			o := r.op(name)
-			o.Count += a.count
-			o.Unfinished += a.unfinished
-			for k, v := range a.failures {
-				o.Failures[k] += v
-			}
-			for k, v := range a.examples {
-				if _, ok := o.Examples[k]; !ok {
-					o.Examples[k] = v
-				}
-			}
-			o.Latency.Merge(a.latency)
-			if a.service != nil {
-				if o.Service == nil {
-					o.Service = NewHist()
-				}
-				o.Service.Merge(a.service)
-			}
-		}
-		for k, v := range s.counters {
-			r.Counters[k] += v
-		}
-		r.Cycle.add(s.cycle)
-		r.Open.add(s.open)
-		r.Lag.Merge(s.lag)
+		r.merge(s.r)
 		s.mu.Unlock()
 	}
 	r.Series = c.series.close()

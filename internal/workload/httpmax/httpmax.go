@@ -458,11 +458,8 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOv
 		d.Failures, d.Examples, d.Unfinished = g.Failures, g.Examples, g.Unfinished
 		d.Throughput = float64(g.Count) / r.Phases.Steady.Seconds()
 	}
-	var answered int64
-	for _, p := range r.Points() {
-		answered += p.Count + p.Failures
-	}
-	if answered > 0 {
+	ok, failed := r.Ended()
+	if answered := ok + failed; answered > 0 {
 		d.CPUPerReqUs = cpu.BusySeconds / float64(answered) * 1e6
 	}
 	d.MachineBusy, d.CPUs = cpu.Utilisation, len(cpu.PerCPUBusy)
