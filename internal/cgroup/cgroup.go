@@ -345,12 +345,21 @@ func (g *Group) CPUUsage() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return readUsage(dir, v2)
+}
+
+// readUsage reads the CPU time accounted in the cgroup directory dir:
+// cpuacct.usage (nanoseconds) on v1, usage_usec of cpu.stat on v2.
+func readUsage(dir string, v2 bool) (time.Duration, error) {
 	if !v2 {
 		b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage"))
 		if err != nil {
 			return 0, fmt.Errorf("cgroup: reading CPU usage: %w", err)
 		}
 		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err == nil && ns < 0 {
+			err = fmt.Errorf("negative usage %d", ns)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("cgroup: %s/cpuacct.usage: %w", dir, err)
 		}
@@ -361,10 +370,41 @@ func (g *Group) CPUUsage() (time.Duration, error) {
 		return 0, fmt.Errorf("cgroup: reading CPU usage: %w", err)
 	}
 	us, err := ParseCPUStatUsage(string(b))
+	if err == nil && us < 0 {
+		err = fmt.Errorf("negative usage_usec %d", us)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("cgroup: %s/cpu.stat: %w", dir, err)
 	}
 	return time.Duration(us) * time.Microsecond, nil
+}
+
+// v1CPUMounts are the names under which a v1 host mounts the cpuacct
+// controller (alone, or joined with cpu in either order).
+var v1CPUMounts = []string{"cpuacct", "cpu,cpuacct", "cpuacct,cpu"}
+
+// UsageAt reads the CPU time accounted in a cgroup that another manager
+// made (a container engine's docker/<id>, kubelet's kubepods/...): rel is
+// its path relative to each hierarchy of the cgroup file systems mounted at
+// root. It reads the v1 cpuacct controller under any of its mount names,
+// else the v2 cpu.stat at root or, on a hybrid host, at root/unified.
+// found is false when no hierarchy has the cgroup.
+func UsageAt(root, rel string) (d time.Duration, found bool, err error) {
+	for _, m := range v1CPUMounts {
+		dir := filepath.Join(root, m, rel)
+		if _, err := os.Stat(filepath.Join(dir, "cpuacct.usage")); err == nil {
+			d, err := readUsage(dir, false)
+			return d, true, err
+		}
+	}
+	for _, base := range []string{filepath.Join(root, "unified"), root} {
+		dir := filepath.Join(base, rel)
+		if _, err := os.Stat(filepath.Join(dir, "cpu.stat")); err == nil {
+			d, err := readUsage(dir, true)
+			return d, true, err
+		}
+	}
+	return 0, false, nil
 }
 
 // CPUSource says where CPUUsage reads, for the record: "cgroup v1 cpuacct

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nearnative/nearnative/internal/cgroup"
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
@@ -192,36 +193,15 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 var CgroupRoot = "/sys/fs/cgroup"
 
 // cgroupCPU reads the CPU time of container cid of pod uid from kubelet's
-// cgroups (cgroupfs driver): cpuacct.usage on cgroup v1, cpu.stat on v2.
+// cgroups (cgroupfs driver) under root, in any QoS class (see
+// cgroup.UsageAt).
 func cgroupCPU(root, uid, cid string) (time.Duration, error) {
 	if uid == "" || cid == "" {
 		return 0, errors.New("the pod's container has no ID yet")
 	}
-	pod := "pod" + uid
 	for _, qos := range []string{"", "burstable", "besteffort"} {
-		for _, h := range []string{"cpuacct", "cpu,cpuacct"} {
-			p := filepath.Join(root, h, "kubepods", qos, pod, cid, "cpuacct.usage")
-			if b, err := os.ReadFile(p); err == nil {
-				ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("%s: %w", p, err)
-				}
-				return time.Duration(ns), nil
-			}
-		}
-		for _, base := range []string{filepath.Join(root, "unified"), root} {
-			p := filepath.Join(base, "kubepods", qos, pod, cid, "cpu.stat")
-			if b, err := os.ReadFile(p); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-						us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-						if err != nil {
-							return 0, fmt.Errorf("%s: %w", p, err)
-						}
-						return time.Duration(us) * time.Microsecond, nil
-					}
-				}
-			}
+		if d, found, err := cgroup.UsageAt(root, filepath.Join("kubepods", qos, "pod"+uid, cid)); found {
+			return d, err
 		}
 	}
 	return 0, fmt.Errorf("no cgroup of container %s of pod %s under %s/*/kubepods (is kubelet on the cgroupfs driver?)", shortID(cid), uid, root)
