@@ -40,10 +40,16 @@ var (
 // Main runs the tests and removes the template cache afterwards.
 func Main(m *testing.M) {
 	code := m.Run()
+	Teardown()
+	os.Exit(code)
+}
+
+// Teardown removes the test binary's template cache (Cache); a TestMain
+// that does not use Main calls it after the tests.
+func Teardown() {
 	if cacheDir != "" {
 		os.RemoveAll(cacheDir)
 	}
-	os.Exit(code)
 }
 
 // Cache is the test binary's template cache: a temporary directory the

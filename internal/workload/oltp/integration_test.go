@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,26 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
-	"github.com/nearnative/nearnative/internal/driver"
-	"github.com/nearnative/nearnative/internal/vmagent"
+	"github.com/nearnative/nearnative/internal/testenv"
 )
 
-// TestMain also makes the test binary a child driver process (childEnv)
-// and the supervisor of container-per-instance containers (it is
-// bind-mounted into them).
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		if err := driver.ChildMain(context.Background(), os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if code, ok := vmagent.Entry(); ok {
-		os.Exit(code)
-	}
-	dvdstoretest.Main(m)
-}
+// TestMain also makes the test binary a child driver process
+// (testenv.UseTestDrivers) and the supervisor of container-per-instance
+// containers (it is bind-mounted into them).
+func TestMain(m *testing.M) { testenv.Main(m, dvdstoretest.Teardown) }
 
 // shops makes a user's Shop in each mode against the stack.
 func shops(t *testing.T, s *dvdstoretest.Stack) map[string]func() Shop {

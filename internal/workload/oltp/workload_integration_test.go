@@ -13,7 +13,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
-	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -21,18 +20,6 @@ import (
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
 )
-
-// childEnv turns the test binary into a child driver process, so that the
-// trials with drivers >= 1 need no nearnative binary.
-const childEnv = "NEARNATIVE_OLTP_TEST_CHILD"
-
-// useTestChildren makes child driver processes this test binary.
-func useTestChildren(t *testing.T) {
-	old := driver.ChildCommand
-	driver.ChildCommand = func() ([]string, error) { return []string{os.Args[0], "-test.run=^$"}, nil }
-	t.Setenv(childEnv, "1")
-	t.Cleanup(func() { driver.ChildCommand = old })
-}
 
 // integrationInstance is a small configuration: 2 instances of 2 threads,
 // a second of ramp-up.
@@ -81,7 +68,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.over["drivers"] != "" {
-				useTestChildren(t)
+				testenv.UseTestDrivers(t)
 			}
 			in := integrationInstance(t, c.over)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -14,42 +14,19 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/deploy"
-	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
-	"github.com/nearnative/nearnative/internal/vmagent"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
-// childEnv turns the test binary into a child driver process, so that the
-// experiments with driver processes need no nearnative binary.
-const childEnv = "NEARNATIVE_SCALEOUT_TEST_CHILD"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		if err := driver.ChildMain(context.Background(), os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	// On the vm platforms this binary is the guest's agent.
-	if code, ok := vmagent.Entry(); ok {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
-
-// useTestChildren makes child driver processes this test binary.
-func useTestChildren(t *testing.T) {
-	old := driver.ChildCommand
-	driver.ChildCommand = func() ([]string, error) { return []string{os.Args[0], "-test.run=^$"}, nil }
-	t.Setenv(childEnv, "1")
-	t.Cleanup(func() { driver.ChildCommand = old })
+	// The test binary is the guest's agent on the vm platforms and a child
+	// driver process (testenv.UseTestDrivers).
+	testenv.Main(m)
 }
 
 // integrationSettings are small sizes for machine-independent tests.
@@ -194,7 +171,7 @@ func checkSpread(t *testing.T, what string, shards []int64, n int, keys int64) {
 // notes a reader needs and that nothing is left behind.
 func TestTrial(t *testing.T) {
 	needRoot(t)
-	useTestChildren(t)
+	testenv.UseTestDrivers(t)
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native, platform.DockerBridge)
@@ -269,7 +246,7 @@ func TestTrialInGuests(t *testing.T) {
 	if which == "" {
 		t.Skip("boots QEMU guests: set NEARNATIVE_SCALEOUT_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
 	}
-	useTestChildren(t)
+	testenv.UseTestDrivers(t)
 	kinds := []string{platform.VM}
 	if which == "2" {
 		kinds = append(kinds, platform.VMDocker)

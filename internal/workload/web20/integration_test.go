@@ -14,7 +14,6 @@ import (
 	"github.com/nearnative/nearnative/apps/olio"
 	"github.com/nearnative/nearnative/apps/olio/oliotest"
 	"github.com/nearnative/nearnative/internal/deploy"
-	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -173,7 +172,7 @@ func TestTrialRuns(t *testing.T) {
 	}{{platform.Native, "0"}, {platform.DockerHost, "1"}} {
 		t.Run(c.kind, func(t *testing.T) {
 			if c.drivers != "0" {
-				useTestChildren(t)
+				testenv.UseTestDrivers(t)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
@@ -264,15 +263,6 @@ func TestMissingExtensionRefused(t *testing.T) {
 	if d := time.Since(start); d > 45*time.Second {
 		t.Errorf("the refusal took %v (the probe's answer is final)", d)
 	}
-}
-
-// useTestChildren makes child driver processes this test binary.
-func useTestChildren(t *testing.T) {
-	t.Helper()
-	old := driver.ChildCommand
-	driver.ChildCommand = func() ([]string, error) { return []string{os.Args[0], "-test.run=^$"}, nil }
-	t.Setenv(childEnv, "1")
-	t.Cleanup(func() { driver.ChildCommand = old })
 }
 
 func dirCount(t *testing.T, dir string) int {

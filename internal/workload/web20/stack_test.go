@@ -18,30 +18,14 @@ import (
 
 	"github.com/nearnative/nearnative/apps/olio"
 	"github.com/nearnative/nearnative/apps/olio/oliotest"
-	"github.com/nearnative/nearnative/internal/driver"
-	"github.com/nearnative/nearnative/internal/vmagent"
+	"github.com/nearnative/nearnative/internal/testenv"
 )
-
-// childEnv switches the test binary into a child driver process.
-const childEnv = "NEARNATIVE_WEB20_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	// The test binary doubles as the supervisor of containers that hold
 	// several servers (it is bind-mounted into them) and as a child driver
-	// process.
-	if code, ok := vmagent.Entry(); ok {
-		os.Exit(code)
-	}
-	if os.Getenv(childEnv) == "1" {
-		if err := driver.ChildMain(context.Background(), os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	code := m.Run()
-	oliotest.Teardown()
-	os.Exit(code)
+	// process (testenv.UseTestDrivers).
+	testenv.Main(m, oliotest.Teardown)
 }
 
 // requestCounter counts the requests a user sends, per operation.
