@@ -62,32 +62,9 @@ const (
 )
 
 // opCharts draws, for workload w, a chart per OPERATION.STAT statistic of
-// the result tables, in the order the statistics first appear.
+// the result tables (report.OpGrids), in the order the statistics first
+// appear.
 func opCharts(res analysis.Result, w string, firstID int) []OpChart {
-	type grid struct {
-		stat   string
-		ops    []string
-		tables map[string]analysis.Table
-	}
-	var grids []*grid
-	byStat := map[string]*grid{}
-	for _, t := range res.Tables {
-		if t.Workload != w {
-			continue
-		}
-		op, stat, ok := report.SplitOpMetric(t.Metric)
-		if !ok {
-			continue
-		}
-		g := byStat[stat]
-		if g == nil {
-			g = &grid{stat: stat, tables: map[string]analysis.Table{}}
-			byStat[stat] = g
-			grids = append(grids, g)
-		}
-		g.ops = append(g.ops, op)
-		g.tables[op] = t
-	}
 	limits := map[string]float64{} // OPERATION.STAT -> mean of its limit
 	for _, t := range res.Diagnostics {
 		if t.Workload != w || !strings.Contains(t.Metric, "_limit_") {
@@ -100,23 +77,19 @@ func opCharts(res analysis.Result, w string, firstID int) []OpChart {
 		limits[op+"."+strings.Replace(stat, "_limit_", "_", 1)] = t.Cells[0].Summary.Mean
 	}
 	var out []OpChart
-	for i, g := range grids {
-		out = append(out, layoutOps(fmt.Sprintf("opchart-%d", firstID+i), w, g.stat, g.ops, g.tables, limits))
+	for _, g := range report.OpGrids(res.Tables) {
+		if g.Workload == w {
+			out = append(out, layoutOps(fmt.Sprintf("opchart-%d", firstID+len(out)), g, limits))
+		}
 	}
 	return out
 }
 
 // layoutOps computes one operation chart.
-func layoutOps(id, w, stat string, ops []string, tables map[string]analysis.Table, limits map[string]float64) OpChart {
-	first := tables[ops[0]]
-	var platforms []string
-	for _, op := range ops {
-		for _, c := range tables[op].Cells {
-			if !contains(platforms, c.Platform) {
-				platforms = append(platforms, c.Platform)
-			}
-		}
-	}
+func layoutOps(id string, grid *report.OpGrid, limits map[string]float64) OpChart {
+	w, stat, ops := grid.Workload, grid.Stat, grid.Ops
+	first := grid.Tables[ops[0]]
+	platforms := grid.Platforms()
 	dir := "lower is better ↓"
 	if first.HigherIsBetter {
 		dir = "higher is better ↑"
@@ -125,7 +98,7 @@ func layoutOps(id, w, stat string, ops []string, tables map[string]analysis.Tabl
 		Legend: "bars: mean over the counted trials · dots: trials · dashed: the operation's QoS limit"}
 	top := 0.0
 	for _, op := range ops {
-		for _, cell := range tables[op].Cells {
+		for _, cell := range grid.Tables[op].Cells {
 			top = maxFinite(top, cell.Summary.Mean)
 			for _, v := range cell.Values {
 				top = maxFinite(top, v)
@@ -165,13 +138,7 @@ func layoutOps(id, w, stat string, ops []string, tables map[string]analysis.Tabl
 		}
 		c.Groups = append(c.Groups, g)
 		for k, p := range platforms {
-			var cell analysis.Cell
-			found := false
-			for _, x := range tables[op].Cells {
-				if x.Platform == p {
-					cell, found = x, true
-				}
-			}
+			cell, found := grid.Cell(op, p)
 			if !found || !isFinite(cell.Summary.Mean) {
 				continue
 			}
@@ -192,13 +159,4 @@ func layoutOps(id, w, stat string, ops []string, tables map[string]analysis.Tabl
 	}
 	c.Caption = fmt.Sprintf("%s %s per operation and platform (%s): %s", w, stat, first.Unit, strings.Join(said, ", "))
 	return c
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -27,18 +27,21 @@ func SplitOpMetric(name string) (op, stat string, ok bool) {
 	return op, stat, true
 }
 
-// opGrid is one workload's statistic over its operations.
-type opGrid struct {
-	workload, stat string
-	ops            []string
-	tables         map[string]analysis.Table // by operation
+// OpGrid is one workload's statistic over its operations: its
+// OPERATION.STAT tables by operation, the operations in the order their
+// tables appear. The text report writes it as a grid, the HTML report as
+// a chart.
+type OpGrid struct {
+	Workload, Stat string
+	Ops            []string
+	Tables         map[string]analysis.Table // by operation
 }
 
-// opGrids collects the OPERATION.STAT tables of tabs into grids, in the
+// OpGrids collects the OPERATION.STAT tables of tabs into grids, in the
 // order their first metric appears.
-func opGrids(tabs []analysis.Table) []*opGrid {
-	var out []*opGrid
-	byKey := map[[2]string]*opGrid{}
+func OpGrids(tabs []analysis.Table) []*OpGrid {
+	var out []*OpGrid
+	byKey := map[[2]string]*OpGrid{}
 	for _, t := range tabs {
 		op, stat, ok := SplitOpMetric(t.Metric)
 		if !ok {
@@ -47,23 +50,23 @@ func opGrids(tabs []analysis.Table) []*opGrid {
 		k := [2]string{t.Workload, stat}
 		g := byKey[k]
 		if g == nil {
-			g = &opGrid{workload: t.Workload, stat: stat, tables: map[string]analysis.Table{}}
+			g = &OpGrid{Workload: t.Workload, Stat: stat, Tables: map[string]analysis.Table{}}
 			byKey[k] = g
 			out = append(out, g)
 		}
-		if _, dup := g.tables[op]; !dup {
-			g.ops = append(g.ops, op)
+		if _, dup := g.Tables[op]; !dup {
+			g.Ops = append(g.Ops, op)
 		}
-		g.tables[op] = t
+		g.Tables[op] = t
 	}
 	return out
 }
 
-// platforms returns the grid's platforms in the tables' order.
-func (g *opGrid) platforms() []string {
+// Platforms returns the grid's platforms in the tables' order.
+func (g *OpGrid) Platforms() []string {
 	var out []string
-	for _, op := range g.ops {
-		for _, c := range g.tables[op].Cells {
+	for _, op := range g.Ops {
+		for _, c := range g.Tables[op].Cells {
 			if !contains(out, c.Platform) {
 				out = append(out, c.Platform)
 			}
@@ -72,8 +75,9 @@ func (g *opGrid) platforms() []string {
 	return out
 }
 
-func (g *opGrid) cell(op, platform string) (analysis.Cell, bool) {
-	for _, c := range g.tables[op].Cells {
+// Cell is operation op's cell on platform, if the grid has one.
+func (g *OpGrid) Cell(op, platform string) (analysis.Cell, bool) {
+	for _, c := range g.Tables[op].Cells {
 		if c.Platform == platform {
 			return c, true
 		}
@@ -85,22 +89,22 @@ func (g *opGrid) cell(op, platform string) (analysis.Cell, bool) {
 // operation's mean on every platform and, beside the baseline, the ratio
 // with its 95% interval and verdict.
 func OpResults(w io.Writer, res analysis.Result) error {
-	for _, g := range opGrids(res.Tables) {
-		t := g.tables[g.ops[0]]
+	for _, g := range OpGrids(res.Tables) {
+		t := g.Tables[g.Ops[0]]
 		dir := "higher is better"
 		if !t.HigherIsBetter {
 			dir = "lower is better"
 		}
 		fmt.Fprintf(w, "\n%s  %s by operation (%s): mean; ratio to %s [95%% CI] (+ better, - worse, ~ no difference shown)\n",
-			g.workload, g.stat, unitDir(t.Unit, dir), res.Baseline)
-		platforms := g.platforms()
+			g.Workload, g.Stat, unitDir(t.Unit, dir), res.Baseline)
+		platforms := g.Platforms()
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprint(tw, "  operation\t")
 		emulated := false
 		for _, p := range platforms {
 			n := 0
-			for _, op := range g.ops {
-				if c, ok := g.cell(op, p); ok {
+			for _, op := range g.Ops {
+				if c, ok := g.Cell(op, p); ok {
 					n = max(n, c.N())
 					emulated = emulated || c.Emulated
 					if c.Emulated && !strings.HasSuffix(p, "*") {
@@ -111,10 +115,10 @@ func OpResults(w io.Writer, res analysis.Result) error {
 			fmt.Fprintf(tw, "%s (n=%d)\t", p, n)
 		}
 		fmt.Fprintln(tw)
-		for _, op := range g.ops {
+		for _, op := range g.Ops {
 			fmt.Fprintf(tw, "  %s\t", op)
 			for _, p := range platforms {
-				c, ok := g.cell(op, p)
+				c, ok := g.Cell(op, p)
 				if !ok {
 					fmt.Fprint(tw, "-\t")
 					continue
@@ -151,20 +155,20 @@ func opCellText(c analysis.Cell) string {
 // OpDiagnostics writes the diagnostic grids: per workload and statistic,
 // each operation's mean over the counted trials on every platform.
 func OpDiagnostics(w io.Writer, res analysis.Result) error {
-	for _, g := range opGrids(res.Diagnostics) {
-		t := g.tables[g.ops[0]]
-		fmt.Fprintf(w, "\n%s  %s by operation (%s; mean over the counted trials)\n", g.workload, g.stat, orDash(t.Unit))
-		platforms := g.platforms()
+	for _, g := range OpGrids(res.Diagnostics) {
+		t := g.Tables[g.Ops[0]]
+		fmt.Fprintf(w, "\n%s  %s by operation (%s; mean over the counted trials)\n", g.Workload, g.Stat, orDash(t.Unit))
+		platforms := g.Platforms()
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "  operation\t")
 		for _, p := range platforms {
 			fmt.Fprintf(tw, "%s\t", p)
 		}
 		fmt.Fprintln(tw)
-		for _, op := range g.ops {
+		for _, op := range g.Ops {
 			fmt.Fprintf(tw, "  %s\t", op)
 			for _, p := range platforms {
-				if c, ok := g.cell(op, p); ok {
+				if c, ok := g.Cell(op, p); ok {
 					fmt.Fprintf(tw, "%s\t", num(c.Summary.Mean))
 				} else {
 					fmt.Fprint(tw, "-\t")
