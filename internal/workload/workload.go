@@ -42,10 +42,17 @@ type Param struct {
 	Min     float64  // lower bound for numbers (inclusive), when HasMin
 	HasMin  bool
 	Help    string
+	// Optional parameters may be empty ("" = not set: the workload
+	// decides, e.g. the trial length), whatever their type.
+	Optional bool
 }
 
-// Check parses v as this parameter's type and checks its bounds.
+// Check parses v as this parameter's type and checks its bounds. An
+// Optional parameter may also be empty (unset, as a run stores it).
 func (p Param) Check(v string) error {
+	if v == "" && p.Optional {
+		return nil
+	}
 	switch p.Type {
 	case Int:
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -16,6 +16,7 @@ func TestParamCheck(t *testing.T) {
 	floatMin := Param{Name: "ratio", Type: Float, Min: 0.5, HasMin: true}
 	boolP := Param{Name: "verbose", Type: Bool}
 	durP := Param{Name: "warm", Type: Duration}
+	durOpt := Param{Name: "warm", Type: Duration, Optional: true}
 	strP := Param{Name: "label", Type: String}
 	enumP := Param{Name: "op", Type: String, Enum: []string{"set", "get"}}
 	badType := Param{Name: "weird", Type: ParamType("complex")}
@@ -59,6 +60,8 @@ func TestParamCheck(t *testing.T) {
 		{durP, "-1s", "not a positive duration"},
 		{durP, "30", "not a positive duration"},
 		{durP, "", "not a positive duration"},
+		{durOpt, "", ""},
+		{durOpt, "0s", "not a positive duration"},
 		{strP, "", ""},
 		{strP, "anything at all", ""},
 		{enumP, "set", ""},

@@ -50,7 +50,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "count", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "N for one-to-many and pairs (seed: 1,2,4,8,16,20 and 1,2,4,20)"},
 		{Name: "containers", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "C client containers for grouped (seed: 1,2,4,16)"},
 		{Name: "clients", Type: workload.Int, Default: "1", Min: 1, HasMin: true, Help: "K iperf3 clients per container for grouped (seed: 1,2,4,16)"},
-		{Name: "duration", Type: workload.Duration, Default: "", Help: "iperf3 run length; empty = the study's trial length (seed: 5s)"},
+		{Name: "duration", Type: workload.Duration, Default: "", Optional: true, Help: "iperf3 run length; empty = the study's trial length (seed: 5s)"},
 		{Name: "scale", Type: workload.Float, Default: "1", Quick: "0.25", Min: 0.01, HasMin: true,
 			Help: "multiplies the counts (rounded up, at least 1) for small machines; the trial records the counts run"},
 	}
