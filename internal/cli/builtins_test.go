@@ -9,7 +9,8 @@ import (
 )
 
 // TestBuiltinStudies loads every built-in study against the real workload
-// registry, with and without --quick.
+// registry, with and without --quick, and parses back the study a run
+// stores.
 func TestBuiltinStudies(t *testing.T) {
 	infos, err := study.Builtins()
 	if err != nil {
@@ -32,6 +33,37 @@ func TestBuiltinStudies(t *testing.T) {
 			}
 			if err != nil {
 				t.Errorf("%s (quick %v): %v", info.Name, quick, err)
+				continue
+			}
+			// The run stores the study as it ran (every parameter
+			// resolved); show, report and resume parse it back.
+			y, err := s.YAML()
+			if err != nil {
+				t.Errorf("%s (quick %v): YAML: %v", info.Name, quick, err)
+				continue
+			}
+			if _, err := study.Parse(y, "run "+info.Name, reg); err != nil {
+				t.Errorf("%s (quick %v): the stored study does not parse back: %v", info.Name, quick, err)
+			}
+		}
+	}
+}
+
+// TestWorkloadDefaults: every registered workload's defaults, and its
+// --quick defaults, pass its own parameter checks (a run stores them and
+// parses them back).
+func TestWorkloadDefaults(t *testing.T) {
+	reg := Registry()
+	for _, name := range reg.Names() {
+		w, _ := reg.Get(name)
+		for _, p := range w.Params() {
+			if err := p.Check(p.Default); err != nil {
+				t.Errorf("%s: default: %v", name, err)
+			}
+			if p.Quick != "" {
+				if err := p.Check(p.Quick); err != nil {
+					t.Errorf("%s: --quick default: %v", name, err)
+				}
 			}
 		}
 	}

@@ -24,8 +24,9 @@ func (pickyInstance) CheckPlatform(name, base string, o platform.Options) error 
 }
 
 // TestPlatformChecker checks that a workload's refusal of a platform's
-// options stops the study when it is read, at the platform's line, and
-// only when that platform is among the ones that will run.
+// options stops the study before it runs (Apply), at the platform's line,
+// and only when that platform is among the ones that will run; reading the
+// study (Parse: a stored run, a file) does not ask this machine.
 func TestPlatformChecker(t *testing.T) {
 	reg := workload.NewRegistry(pickyWorkload{fakeWorkload{name: "picky"}})
 	src := `name: p
@@ -36,16 +37,23 @@ workloads:
   - {workload: picky, name: w}
 quick: {rounds: 5, platforms: [native]}
 `
-	_, err := Parse([]byte(src), "p.yaml", reg)
+	s, err := Parse([]byte(src), "p.yaml", reg)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	err = s.Apply(Overrides{}, reg)
 	if err == nil || err.Error() != "p.yaml:4: platform native-pinned with workload w: too many servers to pin" {
-		t.Errorf("Parse: %v", err)
+		t.Errorf("Apply: %v", err)
+	}
+	if err := s.Apply(Overrides{Quick: true}, reg); err != nil {
+		t.Errorf("Apply(quick), the pinned platform not among the quick ones: %v", err)
 	}
 	ok := strings.Replace(src, "options: {pin: spread}", "options: {cpuset: \"0\"}", 1)
-	s, err := Parse([]byte(ok), "p.yaml", reg)
+	s, err = Parse([]byte(ok), "p.yaml", reg)
 	if err != nil {
 		t.Fatalf("Parse without the pin: %v", err)
 	}
-	if err := s.Apply(Overrides{Quick: true}, reg); err != nil {
-		t.Errorf("Apply(quick): %v", err)
+	if err := s.Apply(Overrides{}, reg); err != nil {
+		t.Errorf("Apply without the pin: %v", err)
 	}
 }

@@ -270,7 +270,8 @@ func (l lines) line(keys ...string) int {
 }
 
 // Parse reads a study from data, which came from filename (used in errors),
-// checks it against reg and resolves the workloads' parameters.
+// checks it against reg and resolves the workloads' parameters. Whether
+// this machine can run it is Apply's to check.
 func Parse(data []byte, filename string, reg *workload.Registry) (*Study, error) {
 	s, err := decode(data, filename)
 	if err != nil {
@@ -279,7 +280,7 @@ func Parse(data []byte, filename string, reg *workload.Registry) (*Study, error)
 	if err := s.Validate(reg); err != nil {
 		return nil, err
 	}
-	if err := s.resolve(reg); err != nil {
+	if err := s.resolve(reg, false); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -295,8 +295,10 @@ func (v *validator) baseline() {
 }
 
 // resolve sets every workload's Values from its Params; the study has been
-// validated.
-func (s *Study) resolve(reg *workload.Registry) error {
+// validated. With machine set, each workload also checks that this machine
+// can run its settings (Apply, with the run's final settings: a full
+// study's sizes must not refuse its --quick run, nor a stored run's show).
+func (s *Study) resolve(reg *workload.Registry, machine bool) error {
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
 		kind, ok := reg.Get(w.Kind)
@@ -306,6 +308,10 @@ func (s *Study) resolve(reg *workload.Registry) error {
 		vals, err := workload.Resolve(kind.Params(), w.Params, s.quick)
 		if err != nil {
 			return &Error{File: s.Source, Line: w.lines.line("params", ""), Err: fmt.Errorf("workloads[%d].params: %w", i, err)}
+		}
+		w.Values = vals
+		if !machine {
+			continue
 		}
 		// A workload refuses settings it cannot run (a topology the
 		// machine cannot place, sizes that do not fit) here, before
@@ -321,7 +327,6 @@ func (s *Study) resolve(reg *workload.Registry) error {
 				}
 			}
 		}
-		w.Values = vals
 	}
 	return nil
 }
@@ -438,7 +443,7 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	if err := c.Validate(reg); err != nil {
 		return err
 	}
-	if err := c.resolve(reg); err != nil {
+	if err := c.resolve(reg, true); err != nil {
 		return err
 	}
 	*s = c
