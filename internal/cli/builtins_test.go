@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/study"
@@ -65,6 +66,20 @@ func TestWorkloadDefaults(t *testing.T) {
 					t.Errorf("%s: --quick default: %v", name, err)
 				}
 			}
+		}
+	}
+}
+
+// TestBenchStudies: the study files BENCH.md's figures came from still
+// read as studies.
+func TestBenchStudies(t *testing.T) {
+	files, err := filepath.Glob("../../bench/studies/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bench studies: %v", err)
+	}
+	for _, f := range files {
+		if _, err := study.Load(f, Registry()); err != nil {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }
