@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
@@ -143,31 +140,15 @@ func TestRollbackMarksTrial(t *testing.T) {
 // takes minutes under emulation (TCG), so it runs only when asked:
 // NEARNATIVE_OLTP_VM_TEST=1 (vm), =2 (vm and vm-docker).
 func TestTrialInGuests(t *testing.T) {
-	which := os.Getenv("NEARNATIVE_OLTP_VM_TEST")
-	if which == "" {
-		t.Skip("boots QEMU guests for minutes: set NEARNATIVE_OLTP_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
-	}
-	kinds := []string{platform.VM}
-	if which == "2" {
-		kinds = append(kinds, platform.VMDocker)
-	}
+	kinds := testenv.GuestKinds(t, "NEARNATIVE_OLTP_VM_TEST")
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native)
-	eng, ref := testenv.WorkloadImage(t)
-	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
-			p, err := vm.NewKind(kind, kind, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if err := p.Check(ctx); err != nil {
-				t.Fatalf("%s unavailable: %v", kind, err)
-			}
+			p := testenv.Guest(ctx, t, run, root, kind, kind)
 			in := integrationInstance(t, map[string]string{"vms": "2", "ramp_up": "5s"})
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
 				Duration: 10 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/docker/docker/client"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -242,33 +240,17 @@ func TestTrial(t *testing.T) {
 // guests, so it runs only when asked: NEARNATIVE_SCALEOUT_VM_TEST=1 (vm),
 // =2 (vm and vm-docker).
 func TestTrialInGuests(t *testing.T) {
-	which := os.Getenv("NEARNATIVE_SCALEOUT_VM_TEST")
-	if which == "" {
-		t.Skip("boots QEMU guests: set NEARNATIVE_SCALEOUT_VM_TEST=1 (vm) or 2 (vm and vm-docker)")
-	}
+	kinds := testenv.GuestKinds(t, "NEARNATIVE_SCALEOUT_VM_TEST")
 	testenv.UseTestDrivers(t)
-	kinds := []string{platform.VM}
-	if which == "2" {
-		kinds = append(kinds, platform.VMDocker)
-	}
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native)
-	eng, ref := testenv.WorkloadImage(t)
-	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
 	cache := cacheDir(t, root)
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			p, err := vm.NewKind(kind, kind, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if err := p.Check(ctx); err != nil {
-				t.Fatalf("%s unavailable: %v", kind, err)
-			}
+			p := testenv.Guest(ctx, t, run, root, kind, kind)
 			in := &Instance{s: integrationSettings(t, nil), cacheRoot: cache}
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
 				Duration: 3 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})

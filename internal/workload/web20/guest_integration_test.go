@@ -2,17 +2,13 @@ package web20
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/nearnative/nearnative/apps/olio/oliotest"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
@@ -28,65 +24,47 @@ import (
 // when asked: NEARNATIVE_WEB20_VM_TEST=1 (vm, whole and split), =2 (vm and
 // vm-docker, each whole and split).
 func TestTrialInGuests(t *testing.T) {
-	which := os.Getenv("NEARNATIVE_WEB20_VM_TEST")
-	if which == "" {
-		t.Skip("boots QEMU guests for minutes: set NEARNATIVE_WEB20_VM_TEST=1 (vm, whole and split) or 2 (vm and vm-docker)")
-	}
+	kinds := testenv.GuestKinds(t, "NEARNATIVE_WEB20_VM_TEST")
 	e := oliotest.Setup(t)
-	type variant struct {
-		kind  string
-		split bool
-	}
-	variants := []variant{{platform.VM, false}, {platform.VM, true}}
-	if which == "2" {
-		variants = append(variants, variant{platform.VMDocker, false}, variant{platform.VMDocker, true})
-	}
 	run := runid.New()
 	root := t.TempDir()
 	ps := testenv.Platforms(t, run, root, platform.Native)
-	eng, ref := testenv.WorkloadImage(t)
-	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs"), Image: ref}
-	for _, v := range variants {
-		kind, name := v.kind, v.kind
-		if v.split {
-			name += "-split"
+	for _, kind := range kinds {
+		for _, split := range []bool{false, true} {
+			name := kind
+			if split {
+				name += "-split"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+				defer cancel()
+				p := testenv.Guest(ctx, t, run, root, kind, name)
+				// Few users and short cycles: an emulated guest is slow, and the
+				// test checks that every operation works there, not its QoS.
+				params := map[string]string{"users": "20", "instances": "1", "ramp_up": "5s", "ramp_down": "1s",
+					"cycle": "500ms", "php_children": "4", "nginx_workers": "2", "buffer_pool": "128m", "request_timeout": "60s"}
+				if split {
+					params[ParamVMSplit], params[ParamDBVCPUs] = name, "1"
+				}
+				in, err := newInstance(t, params, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in.cacheDir = filepath.Dir(e.Template.Dir)
+				res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + name, Round: 1, Platform: p, Host: ps[platform.Native],
+					Duration: 30 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
+				for _, n := range append(res.Where, res.Notes...) {
+					t.Log(n)
+				}
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if res.Values[MetricOpsPerSec] <= 0 || res.Values[MetricDBCPU] <= 0 || res.Values[MetricWebCPU] <= 0 {
+					t.Errorf("%g operations/s, database CPU %g%%, web CPU %g%%", res.Values[MetricOpsPerSec], res.Values[MetricDBCPU], res.Values[MetricWebCPU])
+				}
+				checkGuests(t, res, split)
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-			defer cancel()
-			p, err := vm.NewKind(kind, name, env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			if err := p.Check(ctx); err != nil {
-				t.Fatalf("%s unavailable: %v", kind, err)
-			}
-			// Few users and short cycles: an emulated guest is slow, and the
-			// test checks that every operation works there, not its QoS.
-			params := map[string]string{"users": "20", "instances": "1", "ramp_up": "5s", "ramp_down": "1s",
-				"cycle": "500ms", "php_children": "4", "nginx_workers": "2", "buffer_pool": "128m", "request_timeout": "60s"}
-			if v.split {
-				params[ParamVMSplit], params[ParamDBVCPUs] = name, "1"
-			}
-			in, err := newInstance(t, params, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in.cacheDir = filepath.Dir(e.Template.Dir)
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + name, Round: 1, Platform: p, Host: ps[platform.Native],
-				Duration: 30 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
-			for _, n := range append(res.Where, res.Notes...) {
-				t.Log(n)
-			}
-			if err != nil {
-				t.Fatalf("Run: %v", err)
-			}
-			if res.Values[MetricOpsPerSec] <= 0 || res.Values[MetricDBCPU] <= 0 || res.Values[MetricWebCPU] <= 0 {
-				t.Errorf("%g operations/s, database CPU %g%%, web CPU %g%%", res.Values[MetricOpsPerSec], res.Values[MetricDBCPU], res.Values[MetricWebCPU])
-			}
-			checkGuests(t, res, v.split)
-		})
 	}
 	if left, _ := state.TempDirs(run); len(left) > 0 {
 		t.Errorf("the trials left %v", left)
