@@ -10,6 +10,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Metric names of a scale-out workload (redis-scaleout) that the speedup
@@ -26,11 +27,9 @@ const (
 )
 
 // NUMANodes reads the NUMA node count from a run's stored environment (0
-// when it was not captured).
+// when it was not captured or does not decode).
 func NUMANodes(env json.RawMessage) int {
-	var e struct {
-		NUMANodes int `json:"numa_nodes"`
-	}
+	var e sysinfo.Env
 	if len(env) == 0 || json.Unmarshal(env, &e) != nil {
 		return 0
 	}
