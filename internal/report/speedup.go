@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/nearnative/nearnative/internal/analysis"
@@ -133,9 +132,9 @@ func withCI(c analysis.Cell) string {
 
 // mean is platform p's mean in cells, "–" when absent.
 func mean(cells map[string]analysis.Cell, p string) string {
-	c, ok := cells[p]
-	if !ok || c.Summary.N == 0 {
+	c := cells[p]
+	if c.Summary.N == 0 {
 		return "–"
 	}
-	return strings.TrimSpace(num(c.Summary.Mean))
+	return num(c.Summary.Mean)
 }
