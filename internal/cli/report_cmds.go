@@ -32,8 +32,6 @@ type storedRun struct {
 	// layouts are the topology trials' layouts (nil when the store keeps
 	// none).
 	layouts map[store.TrialKey]layout.Layout
-	// traces are the find-max searches of the trials that searched.
-	traces []report.Trace
 }
 
 // loadRun reads the run ref names. A stored study that no longer parses
@@ -63,11 +61,7 @@ func (a *app) loadRun(ctx context.Context, db store.Store, ref string) (storedRu
 			return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)
 		}
 	}
-	sr := storedRun{run: r, trials: trials, study: st, notes: notes, layouts: lays}
-	if sr.traces, err = traces(ctx, db, sr); err != nil {
-		return storedRun{}, err
-	}
-	return sr, nil
+	return storedRun{run: r, trials: trials, study: st, notes: notes, layouts: lays}, nil
 }
 
 // analyse analyses a stored run the way every report does, with the
@@ -203,8 +197,12 @@ the exact commands run.`,
 			if err != nil {
 				return err
 			}
+			tr, err := s.traces(ctx, db)
+			if err != nil {
+				return err
+			}
 			data, err := renderTo(func(w io.Writer) error {
-				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes, Layouts: s.layouts, Traces: s.traces})
+				return htmlreport.Write(w, htmlreport.Input{Run: s.run, Trials: s.trials, Study: s.study, Result: s.analyse(a.diagnostic([]storedRun{s})), RunNotes: s.notes, Layouts: s.layouts, Traces: tr})
 			})
 			if err != nil {
 				return err
@@ -365,8 +363,9 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 
 // traces reads the find-max steps of every trial of s that searched (none
 // when the store keeps no steps), ordered by workload, platform (the
-// study's order) and round.
-func traces(ctx context.Context, db store.Store, s storedRun) ([]report.Trace, error) {
+// study's order) and round. Only the reports that show them (show, report
+// --html) read them: a query per trial.
+func (s storedRun) traces(ctx context.Context, db store.Store) ([]report.Trace, error) {
 	ss, ok := db.(store.StepStore)
 	if !ok {
 		return nil, nil

@@ -267,7 +267,6 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarning
 		return err
 	}
 	res := sr.analyse(a.diagnostic([]storedRun{sr}))
-	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: append(notes(sr.trials), added(res)...), RunNotes: sr.notes, Traces: sr.traces}
 	if allWarnings {
 		fmt.Fprintf(a.stdout, "run %s: %d warning(s)\n", sr.run.ID, len(res.Warnings))
 		for _, l := range report.RunNoteLines(sr.notes) {
@@ -275,6 +274,11 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarning
 		}
 		return report.Warnings(a.stdout, res)
 	}
+	tr, err := sr.traces(ctx, db)
+	if err != nil {
+		return err
+	}
+	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: append(notes(sr.trials), added(res)...), RunNotes: sr.notes, Traces: tr}
 	if err := report.Text(a.stdout, h, res); err != nil {
 		return err
 	}

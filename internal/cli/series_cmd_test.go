@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,52 @@ func TestSeriesCommand(t *testing.T) {
 	}
 	if err := Run(ctx, []string{"series", string(a), "--db", db}, &stdout, &stderr); exitCode(err) != ExitBadInput {
 		t.Errorf("no --json: %v", err)
+	}
+}
+
+// TestShowTraces: show and report --html read the stored find-max steps
+// and show them per workload and platform, in the study's platform order
+// and by round, skipping trials that did not search.
+func TestShowTraces(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "r.db")
+	t.Setenv("NEARNATIVE_HOME", dir)
+	a, _ := seedRuns(t, db, 1)
+	ctx := context.Background()
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		round    int
+		platform string
+		value    float64
+		pass     bool
+	}{{2, "native-b", 300, false}, {1, "native", 100, true}, {0, "native", 50, true}, {1, "native-b", 200, true}} {
+		key := store.TrialKey{Run: a, Round: s.round, Workload: "redis", Platform: s.platform}
+		if err := st.(store.StepStore).AddStep(ctx, key, store.Step{Seq: 0, Phase: "coarse", Value: s.value, Pass: s.pass, Summary: "step"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	var stdout, stderr bytes.Buffer
+	if err := Run(ctx, []string{"show", string(a), "--db", db}, &stdout, &stderr); err != nil {
+		t.Fatalf("show: %v (%s)", err, stderr.String())
+	}
+	want := "redis on native\n  round 0 (warm-up): coarse 50+\n  round 1: coarse 100+\nredis on native-b\n  round 1: coarse 200+\n  round 2: coarse 300-\n"
+	if !strings.Contains(stdout.String(), "find-max traces") || !strings.Contains(stdout.String(), want) {
+		t.Errorf("show lacks the traces %q:\n%s", want, stdout.String())
+	}
+	out := filepath.Join(dir, "r.html")
+	if err := Run(ctx, []string{"report", string(a), "--html", out, "--db", db}, &stdout, &stderr); err != nil {
+		t.Fatalf("report: %v (%s)", err, stderr.String())
+	}
+	html, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), `id="traces"`) || !strings.Contains(string(html), `title="step">300-</span>`) {
+		t.Errorf("the HTML report lacks the traces")
 	}
 }

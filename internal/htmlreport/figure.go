@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/stats"
 )
 
@@ -106,14 +107,6 @@ func figures(res analysis.Result) []Figure {
 	return append(fs, scaleoutFigures(res)...)
 }
 
-// Metric names of the Redis scale-out workload (redis-scaleout) that its
-// figure reads.
-const (
-	scaleBaseMetric  = "baseline_ops_per_sec"
-	scaleOutMetric   = "scaleout_ops_per_sec"
-	scaleSpeedMetric = "speedup"
-)
-
 // scaleGroupW is the scale-out charts' group width: room for a platform
 // name such as native-pinned under its bars.
 const scaleGroupW = 100
@@ -126,23 +119,8 @@ const scaleGroupW = 100
 // rounds with the 95% interval of that mean.
 func scaleoutFigures(res analysis.Result) []Figure {
 	var out []Figure
-	for _, t := range res.Tables {
-		if t.Metric != scaleSpeedMetric {
-			continue
-		}
-		wl := t.Workload
-		var base, scale map[string]analysis.Cell
-		for _, u := range res.Tables {
-			if u.Workload == wl && u.Metric == scaleBaseMetric {
-				base = cellsOf(u)
-			}
-			if u.Workload == wl && u.Metric == scaleOutMetric {
-				scale = cellsOf(u)
-			}
-		}
-		if base == nil || scale == nil {
-			continue
-		}
+	for _, so := range report.Scaleouts(res) {
+		wl := so.Workload
 		mean := func(c analysis.Cell, scaleBy float64, format string, unit string) barVal {
 			if c.Summary.N == 0 {
 				return barVal{v: math.NaN(), lo: math.NaN(), hi: math.NaN()}
@@ -159,14 +137,15 @@ func scaleoutFigures(res analysis.Result) []Figure {
 			return b
 		}
 		var tgroups, sgroups []barGroup
-		for _, c := range t.Cells {
+		for _, c := range so.Speedup {
 			p := c.Platform
 			sub := ""
 			if c.Emulated {
 				sub = "emulated"
 			}
+			// A platform missing a throughput gets a cell of no rounds: no bar.
 			tgroups = append(tgroups, barGroup{label: p, sub: sub, bars: []barVal{
-				mean(cellOrMissing(base, p), 1000, "%.0fk", "commands/s"), mean(cellOrMissing(scale, p), 1000, "%.0fk", "commands/s")}})
+				mean(so.Baseline[p], 1000, "%.0fk", "commands/s"), mean(so.System[p], 1000, "%.0fk", "commands/s")}})
 			sgroups = append(sgroups, barGroup{label: p, sub: sub, bars: []barVal{mean(c, 1, "%.2f", "x")}})
 		}
 		f := Figure{ID: "figure-scaleout-" + wl, Title: wl + ": the Redis scale-out seed's figures",

@@ -61,11 +61,18 @@ func (l *Lines) Begin(run runid.ID, planned, done, rounds int) {
 
 // TrialStart implements Display.
 func (l *Lines) TrialStart(round int, warmup bool, u study.Unit) {
+	l.printf("[%d/%d] %s", l.done+1, l.planned, trialLabel(round, l.rounds, warmup, u))
+}
+
+// trialLabel names a trial about to start for both displays: its round
+// numbered from 1 out of the run's rounds (warm-up included), its workload
+// and platform.
+func trialLabel(round, rounds int, warmup bool, u study.Unit) string {
 	kind := "round"
 	if warmup {
 		kind = "warm-up round"
 	}
-	l.printf("[%d/%d] %s %d/%d: %s on %s", l.done+1, l.planned, kind, round+1, l.rounds, u.Workload.Name, u.Platform.Name)
+	return fmt.Sprintf("%s %d/%d: %s on %s", kind, round+1, rounds, u.Workload.Name, u.Platform.Name)
 }
 
 // TrialEnd implements Display.
@@ -109,11 +116,7 @@ func (b *Bar) Begin(run runid.ID, planned, done, rounds int) {
 
 // TrialStart implements Display.
 func (b *Bar) TrialStart(round int, warmup bool, u study.Unit) {
-	kind := fmt.Sprintf("round %d/%d", round+1, b.rounds)
-	if warmup {
-		kind = fmt.Sprintf("warm-up round %d/%d", round+1, b.rounds)
-	}
-	b.bar.Describe(fmt.Sprintf("%s: %s on %s", kind, u.Workload.Name, u.Platform.Name))
+	b.bar.Describe(trialLabel(round, b.rounds, warmup, u))
 }
 
 // TrialEnd implements Display.

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/stats"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Metric names of a scale-out workload (redis-scaleout) that the speedup
@@ -26,15 +26,55 @@ const (
 )
 
 // NUMANodes reads the NUMA node count from a run's stored environment (0
-// when it was not captured).
+// when it was not captured or does not decode).
 func NUMANodes(env json.RawMessage) int {
-	var e struct {
-		NUMANodes int `json:"numa_nodes"`
-	}
+	var e sysinfo.Env
 	if len(env) == 0 || json.Unmarshal(env, &e) != nil {
 		return 0
 	}
 	return e.NUMANodes
+}
+
+// Scaleout is one scale-out workload's results: the speedup's cells in
+// its table's platform order, and the two throughputs and the diagnostics
+// that explain the speedup by platform (a platform without one has none).
+type Scaleout struct {
+	Workload                               string
+	Speedup                                []analysis.Cell
+	Baseline, System                       map[string]analysis.Cell
+	RedisCPU, Migrations, BusyMin, BusyMax map[string]analysis.Cell
+}
+
+// Scaleouts returns every workload of res with the scale-out metrics (a
+// speedup and both throughputs), in the order of their speedup tables. The
+// text summary (Speedup) and the HTML report's figures read them.
+func Scaleouts(res analysis.Result) []Scaleout {
+	byKey := map[[2]string]analysis.Table{}
+	var workloads []string
+	for _, tabs := range [][]analysis.Table{res.Tables, res.Diagnostics} {
+		for _, t := range tabs {
+			byKey[[2]string{t.Workload, t.Metric}] = t
+			if t.Metric == SpeedupMetric {
+				workloads = append(workloads, t.Workload)
+			}
+		}
+	}
+	var out []Scaleout
+	for _, wl := range workloads {
+		get := func(metric string) map[string]analysis.Cell {
+			m := map[string]analysis.Cell{}
+			for _, c := range byKey[[2]string{wl, metric}].Cells {
+				m[c.Platform] = c
+			}
+			return m
+		}
+		s := Scaleout{Workload: wl, Speedup: byKey[[2]string{wl, SpeedupMetric}].Cells, Baseline: get(SpeedupBaseline), System: get(SpeedupScaleout),
+			RedisCPU: get(speedupRedisCPU), Migrations: get(speedupMigrations), BusyMin: get(speedupBusyMin), BusyMax: get(speedupBusyMax)}
+		if len(s.Baseline) > 0 && len(s.System) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Speedup writes, for every workload with the scale-out metrics, one line
@@ -47,42 +87,22 @@ func NUMANodes(env json.RawMessage) int {
 // that the seed's NUMA explanation cannot appear when the run's machine had
 // one NUMA node (numaNodes, from the run's environment; 0: unknown).
 func Speedup(w io.Writer, res analysis.Result, numaNodes int) error {
-	byKey := map[string]analysis.Table{}
-	var workloads []string
-	for _, t := range append(append([]analysis.Table(nil), res.Tables...), res.Diagnostics...) {
-		byKey[t.Workload+"\x00"+t.Metric] = t
-		if t.Metric == SpeedupMetric {
-			workloads = append(workloads, t.Workload)
-		}
-	}
-	for _, wl := range workloads {
-		get := func(metric string) map[string]analysis.Cell {
-			m := map[string]analysis.Cell{}
-			for _, c := range byKey[wl+"\x00"+metric].Cells {
-				m[c.Platform] = c
-			}
-			return m
-		}
-		base, scale := get(SpeedupBaseline), get(SpeedupScaleout)
-		if len(base) == 0 || len(scale) == 0 {
-			continue
-		}
-		cpu, mig, lo, hi := get(speedupRedisCPU), get(speedupMigrations), get(speedupBusyMin), get(speedupBusyMax)
-		fmt.Fprintf(w, "\n%s  scale-out: the baseline (one Redis, one driver process), the scale-out system and speedup = scale-out / baseline of each trial; mean over the counted rounds [95%% CI of that mean]; beside it, what explains it (scale-out load, mean over the rounds)\n", wl)
+	for _, s := range Scaleouts(res) {
+		fmt.Fprintf(w, "\n%s  scale-out: the baseline (one Redis, one driver process), the scale-out system and speedup = scale-out / baseline of each trial; mean over the counted rounds [95%% CI of that mean]; beside it, what explains it (scale-out load, mean over the rounds)\n", s.Workload)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		width := len("platform")
-		for _, c := range byKey[wl+"\x00"+SpeedupMetric].Cells {
+		for _, c := range s.Speedup {
 			width = max(width, len(c.Platform)+1)
 		}
 		fmt.Fprintf(tw, "%-*s\tn\tbaseline ops/s\tscale-out ops/s\tspeedup\tRedis CPU %%\tRedis migrations/s\tCPU busy min..max %%\t\n", width, "platform")
-		for _, c := range byKey[wl+"\x00"+SpeedupMetric].Cells {
+		for _, c := range s.Speedup {
 			p := c.Platform
 			name := p
 			if c.Emulated {
 				name += "*"
 			}
 			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s..%s\t\n", width, name, c.Summary.N,
-				withCI(base[p]), withCI(scale[p]), withCI(c), mean(cpu, p), mean(mig, p), mean(lo, p), mean(hi, p))
+				withCI(s.Baseline[p]), withCI(s.System[p]), withCI(c), mean(s.RedisCPU, p), mean(s.Migrations, p), mean(s.BusyMin, p), mean(s.BusyMax, p))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -112,9 +132,9 @@ func withCI(c analysis.Cell) string {
 
 // mean is platform p's mean in cells, "–" when absent.
 func mean(cells map[string]analysis.Cell, p string) string {
-	c, ok := cells[p]
-	if !ok || c.Summary.N == 0 {
+	c := cells[p]
+	if c.Summary.N == 0 {
 		return "–"
 	}
-	return strings.TrimSpace(num(c.Summary.Mean))
+	return num(c.Summary.Mean)
 }

@@ -16,7 +16,7 @@ func (p pickyWorkload) New(workload.Values) (workload.Instance, error) { return 
 
 type pickyInstance struct{ fakeInstance }
 
-func (pickyInstance) CheckPlatform(name, base string, o platform.Options) error {
+func (pickyInstance) CheckPlatform(base string, o platform.Options) error {
 	if o.Pin == platform.PinSpread {
 		return errors.New("too many servers to pin")
 	}

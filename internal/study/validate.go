@@ -322,7 +322,7 @@ func (s *Study) resolve(reg *workload.Registry, machine bool) error {
 		}
 		if pc, ok := inst.(workload.PlatformChecker); ok {
 			for _, p := range s.Platforms {
-				if err := pc.CheckPlatform(p.Name, p.Base, p.Options); err != nil {
+				if err := pc.CheckPlatform(p.Base, p.Options); err != nil {
 					return &Error{File: s.Source, Line: p.lines.line("options", ""), Err: fmt.Errorf("platform %s with workload %s: %w", p.Name, w.Name, err)}
 				}
 			}

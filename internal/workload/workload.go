@@ -279,9 +279,10 @@ type Estimator interface {
 // options it cannot run (a platform variant's pin: spread with more servers
 // than cores), before anything starts.
 type PlatformChecker interface {
-	// CheckPlatform returns the reason platform name, with options o and
-	// built on base, cannot run this instance; nil when it can.
-	CheckPlatform(name, base string, o platform.Options) error
+	// CheckPlatform returns the reason a platform built on base, with
+	// options o, cannot run this instance; nil when it can. The caller
+	// names the platform in the error.
+	CheckPlatform(base string, o platform.Options) error
 }
 
 // Workload is a kind of workload, before its parameters are chosen.

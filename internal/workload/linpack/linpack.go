@@ -54,8 +54,10 @@ const (
 	// milliseconds and measures start-up costs.
 	MinN = 1000
 	// estimateEfficiency is the share of the flags peak the solve is
-	// assumed to reach when its time is estimated (95% natively on the
-	// Zen 4 development machine, less in containers while others ran).
+	// assumed to reach when its time is estimated (natively on the Zen 4
+	// development machine: 84.6% in micro --quick while others ran, run
+	// 20261123-125808-b623; 117% in the full micro study, run
+	// 20261123-154913-0266, boosting above the nominal clock).
 	estimateEfficiency = 0.8
 )
 

@@ -106,10 +106,13 @@ func ReadCPU() (CPU, error) {
 // each) of the widest vector the flags offer, as on every x86 core with FMA
 // since Intel Haswell and AMD Zen; without FMA, one add and one multiply
 // unit. The flags cannot tell how many units a core really has: AMD Zen 4
-// runs 512-bit instructions on 256-bit units (16, not 32; CPU.Peak knows it
-// by its family), some Intel parts have one 512-bit FMA unit.
-func FlopsPerCycle(flags map[string]bool) (int, string) {
+// runs 512-bit instructions on 256-bit units (16, not 32: known here by its
+// family), some Intel parts have one 512-bit FMA unit.
+func (c CPU) FlopsPerCycle() (int, string) {
+	flags := c.Flags
 	switch {
+	case c.zen4():
+		return 16, "avx512f+fma on AMD family 25, Zen 4: AVX-512 runs on its 2 FMA units of 256 bits, 2 x 4 doubles x 2"
 	case flags["avx512f"] && flags["fma"]:
 		return 32, "avx512f+fma: 2 FMA units x 8 doubles x 2"
 	case flags["fma"] && flags["avx"]:
@@ -120,6 +123,12 @@ func FlopsPerCycle(flags map[string]bool) (int, string) {
 		return 4, "sse2: 1 add + 1 multiply unit x 2 doubles"
 	}
 	return 2, "no vector flags: 1 add + 1 multiply per cycle"
+}
+
+// zen4 reports an AMD Zen 4 core: family 25 is Zen 3 and Zen 4, and only
+// Zen 4 has AVX-512.
+func (c CPU) zen4() bool {
+	return c.Vendor == "AuthenticAMD" && c.Family == 25 && c.Flags["avx512f"] && c.Flags["fma"]
 }
 
 // Peak is a theoretical peak rate.
@@ -134,22 +143,14 @@ type Peak struct {
 
 // Peak returns the flags-derived peak of threads BLAS threads: threads /
 // ThreadsPerCore cores (SMT siblings share their core's units) x the
-// nominal clock x FlopsPerCycle, which is 16 on AMD Zen 4 (family 25 with
-// AVX-512) whatever its flags.
+// nominal clock x FlopsPerCycle.
 func (c CPU) Peak(threads int) Peak {
-	per, why := FlopsPerCycle(c.Flags)
-	zen4 := c.Vendor == "AuthenticAMD" && c.Family == 25 && c.Flags["avx512f"] && c.Flags["fma"]
-	if zen4 {
-		// Family 25 is Zen 3 and Zen 4; only Zen 4 has AVX-512, which it
-		// executes on its two 256-bit FMA units: the flags alone would
-		// double the peak.
-		per, why = 16, "avx512f+fma on AMD family 25, Zen 4: AVX-512 runs on its 2 FMA units of 256 bits, 2 x 4 doubles x 2"
-	}
+	per, why := c.FlopsPerCycle()
 	cores := float64(threads) / float64(max(c.ThreadsPerCore, 1))
 	p := Peak{Cores: cores, MHz: c.MHz, PerCycle: per, GFLOPS: cores * c.MHz * float64(per) / 1000}
 	p.How = fmt.Sprintf("flags peak %.1f GFLOPS = %s cores x %.0f MHz (%s) x %d DP FLOPs/cycle (%s)",
 		p.GFLOPS, trimFloat(cores), c.MHz, c.MHzFrom, per, why)
-	if zen4 {
+	if c.zen4() {
 		p.How += "; Zen 4 boosts above its nominal clock, so a rate may pass this peak"
 	}
 	return p

@@ -77,7 +77,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 // On the vm platforms the first guest must hold the baseline's key space,
 // its shard(s) and an AOF rewrite's worst case (GuestMemoryNeed) in the
 // platform's vm_memory.
-func (in *Instance) CheckPlatform(name, base string, o platform.Options) error {
+func (in *Instance) CheckPlatform(base string, o platform.Options) error {
 	if strings.HasPrefix(base, platform.VM) {
 		mem := o.VMMemory
 		if mem == "" {

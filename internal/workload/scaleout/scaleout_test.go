@@ -270,7 +270,7 @@ func TestCheckPlatform(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := &Instance{s: Settings{Redis: tt.redis, Keyspace: 1000, ValueSize: 1, Guests: GuestsPerRedis}}
-		err := in.CheckPlatform(tt.name, tt.base, tt.o)
+		err := in.CheckPlatform(tt.base, tt.o)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s with %d Redis: %v, want %q", tt.name, tt.redis, err, tt.want)
 		}
@@ -303,7 +303,7 @@ func TestCheckGuestMemory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := &Instance{s: Settings{Redis: 2, Keyspace: tt.keyspace, ValueSize: 1, Guests: GuestsPerRedis}}
-		err := in.CheckPlatform(tt.base, tt.base, platform.Options{VMMemory: tt.mem})
+		err := in.CheckPlatform(tt.base, platform.Options{VMMemory: tt.mem})
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want) {
 			t.Errorf("%d keys on %s (vm_memory %q): %v, want %q", tt.keyspace, tt.base, tt.mem, err, tt.want)
 		}
