@@ -716,10 +716,7 @@ func TestClosedLoopAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops int64
-	for _, p := range r.Points() {
-		ops += p.Count
-	}
+	ops, _ := r.Ended()
 	if ops < 10000 {
 		t.Skipf("only %d operations: too few to tell per-operation allocations from per-run ones", ops)
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/nearnative/nearnative/internal/qos"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
-	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -192,7 +191,7 @@ func (in *Instance) Metrics() []workload.Metric {
 		{Name: MetricCPUPerReq, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (driver included, /proc/stat) per request answered, at the verified maximum"},
 		{Name: MetricP99, Unit: "ms", HigherIsBetter: false, Help: "p99 latency from the due time at the verified maximum", Diagnostic: true},
 		{Name: MetricDriverCPU, Unit: "%", HigherIsBetter: false, Help: "the driver's own CPU use at the verified maximum (100 = one CPU)", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "nginx's CPU use (its processes or container cgroup) over the step at the maximum, from the reading after the step before it", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "the servers' CPU use (nginx's processes or container cgroup; with lb haproxy, HAProxy's and every nginx's) over the driver's run of the step at the maximum", Diagnostic: true},
 		{Name: MetricSteps, Unit: "steps", HigherIsBetter: false, Help: "search steps the trial took, resumed ones included", Diagnostic: true},
 		{Name: MetricSaturated, Unit: "0/1", HigherIsBetter: false, Help: "1 when the driver's own checks found it may have been the bottleneck at the verified maximum", Diagnostic: true},
 	}
@@ -261,9 +260,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	defer stop(&err)
 	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, tg.url))
 
-	srvCPU := &serverCPU{rep: tg.cpu}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, tg, srvCPU)
+		return in.step(ctx, t, st, tg)
 	}
 	cfg := in.searchConfig(t.Duration)
 	if cfg.Tolerance > search.DefaultTolerance {
@@ -349,57 +347,25 @@ func (in *Instance) searchConfig(decide time.Duration) search.Config {
 	return c
 }
 
-// serverCPU reads the server's CPU time once per step: the reading after a
-// step is the one before the next (nginx idles in between), because a
-// reading can cost a Docker stats call, about a second on this machine.
-type serverCPU struct {
-	rep  platform.CPUReporter
-	last time.Duration
-	at   time.Time
-	read bool
-}
-
-// mark takes a reading; it returns the CPU time used since the previous
-// one and the wall time between them.
-func (s *serverCPU) mark(ctx context.Context) (used, over time.Duration, err error) {
-	v, err := s.rep.CPUTime(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	now := time.Now()
-	if s.read {
-		used, over = v-s.last, now.Sub(s.at)
-	}
-	s.last, s.at, s.read = v, now, true
-	return used, over, nil
-}
-
-// step runs the driver at one rate and judges it.
-func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, tg *target, srvCPU *serverCPU) (search.Outcome, error) {
+// step runs the driver at one rate and judges it. The CPU account
+// (workload.StartCPU) is measured around the driver's run: the machine's
+// and the servers' CPU over the same interval.
+func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, tg *target) (search.Outcome, error) {
 	url := tg.url
 	decide := t.Duration
 	if st.Phase == search.Coarse {
 		decide = min(in.coarse, t.Duration)
 	}
 	c := in.driverConfig(st, url, decide, string(t.Run))
-	if !srvCPU.read {
-		if _, _, err := srvCPU.mark(ctx); err != nil {
-			return search.Outcome{}, in.cpuTimeError(ctx, url, err)
-		}
-	}
-	cpu0, err := sysinfo.ReadCPU()
+	meter, err := workload.StartCPU(ctx, tg.measured)
 	if err != nil {
-		return search.Outcome{}, err
+		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
 	r, err := driver.Run(ctx, c)
 	if err != nil {
 		return search.Outcome{}, err
 	}
-	cpu1, err := sysinfo.ReadCPU()
-	if err != nil {
-		return search.Outcome{}, err
-	}
-	srvUsed, srvOver, err := srvCPU.mark(ctx)
+	acct, err := meter.Stop(ctx)
 	if err != nil {
 		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
 	}
@@ -409,7 +375,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		}
 	}
 	verdict := in.rules().Evaluate(r.QoS())
-	d := detail(r, verdict, cpu0.Delta(cpu1), srvUsed, srvOver, in.limit)
+	d := detail(r, verdict, acct, in.limit)
 	d.Rate = st.Value
 	if !verdict.Pass {
 		if tg.check != nil {
@@ -445,8 +411,9 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	return search.Outcome{Pass: verdict.Pass, Summary: summary, Detail: b}, nil
 }
 
-// detail summarises a step.
-func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOver time.Duration, limit time.Duration) stepDetail {
+// detail summarises a step whose driver run had the CPU account acct.
+func detail(r *driver.Result, v qos.Verdict, acct workload.CPUAccount, limit time.Duration) stepDetail {
+	cpu := acct.Machine
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	d := stepDetail{Due: r.Open.Due, Sent: r.Open.Sent, Late: r.Open.Late, QoS: v, Commands: r.Commands}
 	if g := r.Ops[httpc.GetOp]; g != nil {
@@ -466,8 +433,8 @@ func detail(r *driver.Result, v qos.Verdict, cpu sysinfo.CPUDelta, srvCPU, srvOv
 	if r.Wall > 0 {
 		d.DriverCPU = r.CPUShare() * 100
 	}
-	if srvOver > 0 {
-		d.ServerCPU = srvCPU.Seconds() / srvOver.Seconds() * 100
+	if iv := acct.Interval(); iv > 0 {
+		d.ServerCPU = acct.Servers.Seconds() / iv.Seconds() * 100
 	}
 	d.Saturation = r.Saturation(driver.Limits{Lag: limit / 5})
 	return d
@@ -492,18 +459,13 @@ func (in *Instance) startOne(ctx context.Context, t workload.Trial, res *workloa
 			*err = fmt.Errorf("%w; last lines of its log:\n%s", *err, logTail(t, 15))
 		}
 	}
-	cpuRep, ok := srv.(platform.CPUReporter)
-	if !ok {
-		stopTail(&err)
-		return nil, nil, errors.Join(fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name()), err)
-	}
 	url := "http://" + srv.Addr("http") + PagePath
 	if rerr := waitReady(ctx, url, in.pageBytes, readyTimeout); rerr != nil {
 		err = fmt.Errorf("nginx server: %w", rerr)
 		stopTail(&err)
 		return nil, nil, err
 	}
-	return &target{url: url, cpu: cpuRep, servers: "nginx"}, stopTail, nil
+	return &target{url: url, measured: []platform.Server{srv}, servers: "nginx"}, stopTail, nil
 }
 
 // serverGone tells a server that died from one that was only overloaded:

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/deploy"
@@ -103,13 +102,13 @@ func (in *Instance) topology() topology.Topology {
 	}
 }
 
-// target is what a trial drives: the page's URL, the CPU time of the
-// servers behind it, a check that they are all alive, and what the trial
-// adds to its result at the end.
+// target is what a trial drives: the page's URL, the servers behind it
+// whose CPU time each step measures, a check that they are all alive, and
+// what the trial adds to its result at the end.
 type target struct {
-	url     string
-	cpu     platform.CPUReporter
-	servers string // "the nginx server", "HAProxy and 2 nginx servers"
+	url      string
+	measured []platform.Server
+	servers  string // "nginx", "HAProxy and its 2 nginx servers"
 	// check returns an error naming each server that has exited (nil
 	// when it cannot tell).
 	check func(ctx context.Context) error
@@ -126,18 +125,17 @@ func (in *Instance) deployLB(ctx context.Context, t workload.Trial, res *workloa
 	if err != nil {
 		return nil, nil, err
 	}
-	cpus := workload.CPUReporters(d)
-	if len(cpus) != len(d.Servers()) {
-		stop(&err)
-		return nil, nil, errors.Join(fmt.Errorf("platform %s cannot report the CPU time of every server", t.Platform.Name()), err)
+	var measured []platform.Server
+	for _, r := range d.Servers() {
+		measured = append(measured, r.Srv)
 	}
 	entry := d.Entries(RoleLB, PortHTTP)[0]
 	stats := "http://" + d.Entries(RoleLB, PortStats)[0] + StatsPath + ";csv"
 	tg := &target{
-		url:     "http://" + entry + PagePath,
-		cpu:     sumCPU(cpus),
-		servers: fmt.Sprintf("HAProxy and its %d nginx servers", in.backends),
-		check:   d.Check,
+		url:      "http://" + entry + PagePath,
+		measured: measured,
+		servers:  fmt.Sprintf("HAProxy and its %d nginx servers", in.backends),
+		check:    d.Check,
 		finish: func(ctx context.Context, res *workload.Result) error {
 			served, err := backendResponses(ctx, stats)
 			if err != nil {
@@ -213,28 +211,4 @@ func parseStats(r io.Reader) (map[string]int64, error) {
 		out[row[sv]] = n
 	}
 	return out, nil
-}
-
-// sumCPU reports the CPU time of several servers together, read at once
-// (a Docker stats call takes about a second each).
-type sumCPU []platform.CPUReporter
-
-// CPUTime implements platform.CPUReporter.
-func (s sumCPU) CPUTime(ctx context.Context) (time.Duration, error) {
-	vals := make([]time.Duration, len(s))
-	errs := make([]error, len(s))
-	var wg sync.WaitGroup
-	for i, r := range s {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vals[i], errs[i] = r.CPUTime(ctx)
-		}()
-	}
-	wg.Wait()
-	var sum time.Duration
-	for _, v := range vals {
-		sum += v
-	}
-	return sum, errors.Join(errs...)
 }

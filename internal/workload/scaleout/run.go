@@ -358,9 +358,8 @@ func (in *Instance) experiment(ctx context.Context, t workload.Trial, d *deploy.
 	op := r.Ops[respc.OpPipeline]
 	o.pipesOK = op.Count
 	o.ops = float64(op.Count*int64(in.s.Pipeline)) / r.Phases.Steady.Seconds()
-	for _, p := range r.Points() {
-		o.all += p.Count * int64(in.s.Pipeline)
-	}
+	ok, _ := r.Ended()
+	o.all = ok * int64(in.s.Pipeline)
 	o.sat = r.Saturation(driver.Limits{})
 	return o, nil
 }
@@ -373,10 +372,7 @@ func (in *Instance) check(name string, r *driver.Result) error {
 		return fmt.Errorf("%s: %d driver connections could not start: %s", name, r.SetupFailures, r.SetupExample)
 	}
 	op := r.Ops[respc.OpPipeline]
-	var failed int64
-	for _, p := range r.Points() {
-		failed += p.Failures
-	}
+	_, failed := r.Ended()
 	var causes []string
 	if op != nil {
 		for cause, n := range op.Failures {
