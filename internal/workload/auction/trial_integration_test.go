@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -95,63 +96,53 @@ func TestTrialOnPlatforms(t *testing.T) {
 	}
 }
 
-// TestAppServerFailsToStart gives the JVM a heap it refuses: the trial
-// fails marked as ending its platform's cell (the study goes on with the
-// others), naming the application server and quoting its log.
-func TestAppServerFailsToStart(t *testing.T) {
+// TestTrialStopsUnit breaks the stack: a JVM heap the application server
+// refuses, and RabbitMQ killed after the first step. Either way the trial
+// fails with a StackError marked as ending its platform's cell (the study
+// goes on with the others, rather than searching on with a stack that no
+// longer auctions), naming what failed.
+func TestTrialStopsUnit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the auction's servers natively")
 	}
-	run := runid.New()
-	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
-	params := map[string]string{"app_heap": "1k"}
-	for k, v := range trialParams {
-		if _, ok := params[k]; !ok {
-			params[k] = v
-		}
+	tests := []struct {
+		name   string
+		params map[string]string // over trialParams
+		kill   string            // the process killed after the first step
+		want   []string          // words of the error
+	}{
+		{"the app server fails to start", map[string]string{"app_heap": "1k"}, "", []string{"app", "heap"}},
+		{"the broker dies mid-trial", nil, "beam.smp", []string{"broker"}},
 	}
-	in, err := newInstance(t, params, true)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := runid.New()
+			ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
+			params := maps.Clone(trialParams)
+			maps.Copy(params, tt.params)
+			in, err := newInstance(t, params, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			series := &workloadtest.Series{AtStep: func(step int) {
+				if step == 0 && tt.kill != "" {
+					workloadtest.KillProcs(t, run, tt.kill)
+				}
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-stop", Platform: ps[platform.Native], Host: ps[platform.Native],
+				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
+			var se *StackError
+			if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {
+				t.Fatalf("error %v: want a StackError that stops the unit", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q: want %q in it", err, w)
+				}
+			}
+			t.Logf("the trial failed with: %v", err)
+		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-heap", Platform: ps[platform.Native], Host: ps[platform.Native],
-		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}})
-	var se *StackError
-	if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {
-		t.Fatalf("error %v: want a StackError that stops the unit", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "app") || !strings.Contains(msg, "heap") {
-		t.Errorf("error %q: want the app server named and its log's word on the heap", msg)
-	}
-	t.Logf("the trial failed with: %v", err)
-}
-
-// TestBrokerDiesMidTrial kills RabbitMQ after the first step: the trial
-// ends for its platform, saying the broker is gone, rather than searching
-// on with bids that reach no other server.
-func TestBrokerDiesMidTrial(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the auction's servers natively")
-	}
-	run := runid.New()
-	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
-	in, err := newInstance(t, trialParams, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	series := &workloadtest.Series{AtStep: func(step int) {
-		if step == 0 {
-			workloadtest.KillProcs(t, run, "beam.smp")
-		}
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-broker", Platform: ps[platform.Native], Host: ps[platform.Native],
-		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
-	if !errors.Is(err, workload.ErrUnitStopped) || !strings.Contains(err.Error(), "broker") {
-		t.Fatalf("error %v: want the unit stopped, naming the broker", err)
-	}
-	t.Logf("the trial failed with: %v", err)
 }
