@@ -292,15 +292,7 @@ func (t Topology) maxGuests() int {
 
 // guestSlots is the number of guests one instance fills: one for its
 // roles, and one more per role that goes to a guest of its own.
-func (t Topology) guestSlots() int {
-	n := 1
-	for _, r := range t.Roles {
-		if r.OwnGuest {
-			n++
-		}
-	}
-	return n
-}
+func (t Topology) guestSlots() int { return 1 + len(t.ownGuests()) }
 
 // ownGuests names the roles that go to a guest of their own.
 func (t Topology) ownGuests() []string {

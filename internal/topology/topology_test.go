@@ -110,15 +110,42 @@ func TestPlanGroupsAndOrder(t *testing.T) {
 	}
 }
 
+// planCase is a topology planned on a machine: the plan as the test's show
+// writes it, or the error wanted.
+type planCase struct {
+	name    string
+	top     Topology
+	m       Machine
+	want    string
+	wantErr string
+}
+
+// checkPlans plans each case and compares show(plan) with want, or the
+// error with wantErr.
+func checkPlans(t *testing.T, tests []planCase, show func(*Plan) string) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.top.Plan(tt.m)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := show(p); got != tt.want {
+				t.Fatalf("\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPlanPlacement(t *testing.T) {
 	four := Machine{CPUs: []int{0, 1, 2, 3}}
-	tests := []struct {
-		name    string
-		top     Topology
-		m       Machine
-		want    string
-		wantErr string
-	}{
+	tests := []planCase{
 		{"none", scaleout(2, 1), four, "i0-redis-0@i0-redis-0/ i0-redis-1@i0-redis-1/ i0-proxy-0@i0-proxy/ i0-lb-0@i0-lb/", ""},
 		{"spread the redis after the driver's core",
 			withPlacement(scaleout(3, 1), Placement{Pin: PinSpread, PinRoles: []string{"redis"}, DriverCPUs: "0"}), four,
@@ -146,23 +173,7 @@ func TestPlanPlacement(t *testing.T) {
 		{"overcommit stated", Topology{VMs: 2, Instances: 2, Overcommit: 4, Roles: []Role{{Name: "a", Spec: spec}}}, Machine{CPUs: []int{0, 1}, VCPUs: 4},
 			"i0-a-0@i0-a/ i1-a-0@i1-a/", ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := tt.top.Plan(tt.m)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := names(p.Servers); got != tt.want {
-				t.Fatalf("\n got %s\nwant %s", got, tt.want)
-			}
-		})
-	}
+	checkPlans(t, tests, func(p *Plan) string { return names(p.Servers) })
 }
 
 func TestPlanGuests(t *testing.T) {
@@ -236,127 +247,72 @@ func TestFormatCPUs(t *testing.T) {
 }
 
 // cloudstone is the web20 shape: a database, then PHP-FPM and nginx
-// sharing the web container.
-func cloudstone(instances, vms int, layout string) Topology {
-	return Topology{Instances: instances, VMs: vms, Layout: layout, Roles: []Role{
+// sharing the web container. db, when given, changes the database role.
+func cloudstone(instances, vms int, layout string, db ...func(*Role)) Topology {
+	t := Topology{Instances: instances, VMs: vms, Layout: layout, Roles: []Role{
 		{Name: "db", Ports: []string{"sql"}, OwnGuest: true, Spec: spec},
 		{Name: "fpm", Group: "web", After: []string{"db"}, Spec: spec},
 		{Name: "nginx", Group: "web", After: []string{"fpm"}, Entry: true, Spec: spec},
 	}}
+	for _, f := range db {
+		f(&t.Roles[0])
+	}
+	return t
 }
 
-// guestsOf writes each guest's servers: "g0: i0-fpm-0 i0-nginx-0 | g1: i0-db-0".
+// dbVCPUs sizes the database's guest.
+func dbVCPUs(n int) func(*Role) { return func(r *Role) { r.GuestVCPUs = n } }
+
+// guestsOf writes each guest's vCPUs (when the plan sizes guests) and
+// servers: "g0/2: i0-fpm-0 i0-nginx-0 | g1/1: i0-db-0".
 func guestsOf(p *Plan) string {
 	var out []string
 	for i, ss := range p.Guests() {
+		g := "g" + strconv.Itoa(i)
+		if p.GuestVCPUs != nil {
+			g += "/" + strconv.Itoa(p.GuestVCPUs[i])
+		}
 		var n []string
 		for _, s := range ss {
 			n = append(n, s.ID.Name())
 		}
-		out = append(out, "g"+strconv.Itoa(i)+": "+strings.Join(n, " "))
+		out = append(out, g+": "+strings.Join(n, " "))
 	}
 	return strings.Join(out, " | ")
 }
 
 // TestPlanOwnGuest: a role in a guest of its own within its instance (the
-// CloudStone seed's web and database VMs).
-func TestPlanOwnGuest(t *testing.T) {
-	vm := Machine{CPUs: []int{0, 1, 2, 3}, VCPUs: 2}
-	tests := []struct {
-		name    string
-		top     Topology
-		m       Machine
-		want    string
-		wantErr string
-	}{
-		{"one instance, two guests", cloudstone(1, 2, ""), vm, "g0: i0-fpm-0 i0-nginx-0 | g1: i0-db-0", ""},
-		{"two instances, a web guest and a database guest", cloudstone(2, 2, ""), vm,
-			"g0: i0-fpm-0 i1-fpm-0 i0-nginx-0 i1-nginx-0 | g1: i0-db-0 i1-db-0", ""},
-		{"two instances, a guest pair each", cloudstone(2, 4, ""), vm,
-			"g0: i0-fpm-0 i0-nginx-0 | g1: i0-db-0 | g2: i1-fpm-0 i1-nginx-0 | g3: i1-db-0", ""},
-		{"an odd number of guests still parts each instance", cloudstone(2, 3, ""), vm,
-			"g0: i1-db-0 i0-fpm-0 i0-nginx-0 | g1: i0-db-0 | g2: i1-fpm-0 i1-nginx-0", ""},
-		{"vm-docker, a container per server", cloudstone(1, 2, ContainerPerServer), Machine{CPUs: vm.CPUs, VCPUs: 2, GuestContainers: true},
-			"g0: i0-fpm-0 i0-nginx-0 | g1: i0-db-0", ""},
-		{"one guest is too few on a vm", cloudstone(1, 1, ""), vm, "", "each instance needs 2 guests, but vms is 1"},
-		{"more guests than slots", cloudstone(1, 3, ""), vm, "", "vms 3 exceeds the 2 guest(s)"},
-		{"vm-docker, a container per instance", cloudstone(1, 2, ContainerPerInstance), Machine{CPUs: vm.CPUs, VCPUs: 2, GuestContainers: true},
-			"", "container i0 would hold i0-db-0 in guest 1 and i0-fpm-0 in guest 0"},
-		{"plain vm ignores the layout", cloudstone(1, 2, ContainerPerInstance), vm, "g0: i0-fpm-0 i0-nginx-0 | g1: i0-db-0", ""},
-		{"not a VM: one guest slot is enough", cloudstone(1, 1, ""), Machine{CPUs: vm.CPUs}, "g0: i0-db-0 i0-fpm-0 i0-nginx-0", ""},
-		{"the extra guests count towards the overcommit", cloudstone(2, 4, ""), Machine{CPUs: []int{0, 1}, VCPUs: 2}, "", "4 guests x 2 vCPUs on 2 CPUs"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := tt.top.Plan(tt.m)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := guestsOf(p); got != tt.want {
-				t.Fatalf("\n got %s\nwant %s", got, tt.want)
-			}
-		})
-	}
-	bad := cloudstone(1, 1, "")
-	bad.Roles[0].GuestPerServer = true
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "a guest of its own excludes") {
-		t.Errorf("OwnGuest with GuestPerServer: %v", err)
-	}
-}
-
-// TestPlanGuestVCPUs: a role in a guest of its own may size that guest (the
+// CloudStone seed's web and database VMs), which may size that guest (the
 // seed's 6-vCPU web VM and 2-vCPU database VM); the overcommit counts each
 // guest's own vCPUs.
-func TestPlanGuestVCPUs(t *testing.T) {
-	sized := func(instances, vms, dbVCPUs int) Topology {
-		top := cloudstone(instances, vms, "")
-		top.Roles[0].GuestVCPUs = dbVCPUs
-		return top
-	}
+func TestPlanOwnGuest(t *testing.T) {
+	vm := Machine{CPUs: []int{0, 1, 2, 3}, VCPUs: 2}
+	vmDocker := Machine{CPUs: vm.CPUs, VCPUs: 2, GuestContainers: true}
 	eight := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	tests := []struct {
-		name    string
-		top     Topology
-		m       Machine
-		want    string
-		wantErr string
-	}{
-		{"the seed's 6 + 2", sized(1, 2, 2), Machine{CPUs: eight, VCPUs: 6}, "6 2", ""},
-		{"the platform's count when the role sets none", sized(1, 2, 0), Machine{CPUs: eight, VCPUs: 3}, "3 3", ""},
-		{"a guest holding two slots gets the larger", sized(2, 3, 1), Machine{CPUs: eight, VCPUs: 2}, "2 1 2", ""},
-		{"not a VM: no sizes", sized(1, 1, 2), Machine{CPUs: eight}, "", ""},
-		{"the overcommit counts each guest", sized(1, 2, 2), Machine{CPUs: []int{0, 1}, VCPUs: 6}, "", "2 guests of 6 + 2 vCPUs on 2 CPUs is an overcommit of 4"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := tt.top.Plan(tt.m)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Plan() = %v, want an error containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, n := range p.GuestVCPUs {
-				got = append(got, strconv.Itoa(n))
-			}
-			if strings.Join(got, " ") != tt.want {
-				t.Fatalf("guest vCPUs %v, want %s", got, tt.want)
-			}
-		})
-	}
-	bad := cloudstone(1, 1, "")
-	bad.Roles[1].GuestVCPUs = 2
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "for a role in a guest of its own") {
-		t.Errorf("GuestVCPUs without OwnGuest: %v", err)
-	}
+	checkPlans(t, []planCase{
+		{"one instance, two guests", cloudstone(1, 2, ""), vm, "g0/2: i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0", ""},
+		{"two instances, a web guest and a database guest", cloudstone(2, 2, ""), vm,
+			"g0/2: i0-fpm-0 i1-fpm-0 i0-nginx-0 i1-nginx-0 | g1/2: i0-db-0 i1-db-0", ""},
+		{"two instances, a guest pair each", cloudstone(2, 4, ""), vm,
+			"g0/2: i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0 | g2/2: i1-fpm-0 i1-nginx-0 | g3/2: i1-db-0", ""},
+		{"an odd number of guests still parts each instance", cloudstone(2, 3, ""), vm,
+			"g0/2: i1-db-0 i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0 | g2/2: i1-fpm-0 i1-nginx-0", ""},
+		{"vm-docker, a container per server", cloudstone(1, 2, ContainerPerServer), vmDocker,
+			"g0/2: i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0", ""},
+		{"one guest is too few on a vm", cloudstone(1, 1, ""), vm, "", "each instance needs 2 guests, but vms is 1"},
+		{"more guests than slots", cloudstone(1, 3, ""), vm, "", "vms 3 exceeds the 2 guest(s)"},
+		{"vm-docker, a container per instance", cloudstone(1, 2, ContainerPerInstance), vmDocker,
+			"", "container i0 would hold i0-db-0 in guest 1 and i0-fpm-0 in guest 0"},
+		{"plain vm ignores the layout", cloudstone(1, 2, ContainerPerInstance), vm, "g0/2: i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0", ""},
+		{"not a VM: one guest slot is enough", cloudstone(1, 1, ""), Machine{CPUs: vm.CPUs}, "g0: i0-db-0 i0-fpm-0 i0-nginx-0", ""},
+		{"not a VM: no sizes", cloudstone(1, 1, "", dbVCPUs(2)), Machine{CPUs: eight}, "g0: i0-db-0 i0-fpm-0 i0-nginx-0", ""},
+		{"the extra guests count towards the overcommit", cloudstone(2, 4, ""), Machine{CPUs: []int{0, 1}, VCPUs: 2}, "", "4 guests x 2 vCPUs on 2 CPUs"},
+		{"the seed's 6 + 2", cloudstone(1, 2, "", dbVCPUs(2)), Machine{CPUs: eight, VCPUs: 6}, "g0/6: i0-fpm-0 i0-nginx-0 | g1/2: i0-db-0", ""},
+		{"the platform's count when the role sets none", cloudstone(1, 2, ""), Machine{CPUs: eight, VCPUs: 3}, "g0/3: i0-fpm-0 i0-nginx-0 | g1/3: i0-db-0", ""},
+		{"a guest holding two slots gets the larger", cloudstone(2, 3, "", dbVCPUs(1)), Machine{CPUs: eight, VCPUs: 2},
+			"g0/2: i1-db-0 i0-fpm-0 i0-nginx-0 | g1/1: i0-db-0 | g2/2: i1-fpm-0 i1-nginx-0", ""},
+		{"the overcommit counts each guest", cloudstone(1, 2, "", dbVCPUs(2)), Machine{CPUs: []int{0, 1}, VCPUs: 6}, "", "2 guests of 6 + 2 vCPUs on 2 CPUs is an overcommit of 4"},
+		{"a guest of its own excludes spreading over guests", cloudstone(1, 1, "", func(r *Role) { r.GuestPerServer = true }), vm, "", "a guest of its own excludes"},
+		{"guest vcpus without a guest of its own", cloudstone(1, 1, "", func(r *Role) { r.OwnGuest, r.GuestVCPUs = false, 2 }), vm, "", "for a role in a guest of its own"},
+	}, guestsOf)
 }

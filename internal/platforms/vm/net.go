@@ -55,7 +55,8 @@ const bridgeNetfilter = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 // tier in one guest, its database in another) then times out while the
 // host still reaches every guest. A rule accepting the bridge's own
 // traffic, labelled with the run in its comment, goes first in FORWARD
-// and is deleted with the bridge (and by nearnative cleanup).
+// and is deleted with the bridge (and, left by a crashed run, by nearnative
+// cleanup's sweep of run-labelled rules, cleanup.IPTables).
 func (b *bridge) allowForward(run runid.ID) {
 	if v, err := os.ReadFile(bridgeNetfilter); err != nil || strings.TrimSpace(string(v)) != "1" {
 		return
@@ -73,42 +74,6 @@ func (b *bridge) allowForward(run runid.ID) {
 // forwardRule is the FORWARD rule accepting bridge name's own traffic.
 func forwardRule(name string, run runid.ID) []string {
 	return []string{"FORWARD", "-i", name, "-o", name, "-m", "comment", "--comment", AliasPrefix + string(run), "-j", "ACCEPT"}
-}
-
-// RunForwardRules lists the FORWARD rules of run (any run when empty), each
-// as the arguments that delete it, by run.
-func RunForwardRules(run runid.ID) (map[runid.ID][][]string, error) {
-	out, err := exec.Command("iptables", "-w", "-S", "FORWARD").Output()
-	if err != nil {
-		if _, lerr := exec.LookPath("iptables"); lerr != nil {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("iptables -S FORWARD: %w", err)
-	}
-	return parseForwardRules(string(out), run), nil
-}
-
-// parseForwardRules finds nearnative's rules in iptables -S output.
-func parseForwardRules(out string, run runid.ID) map[runid.ID][][]string {
-	rules := map[runid.ID][][]string{}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "-A" {
-			continue
-		}
-		var id runid.ID
-		for i := range f {
-			f[i] = strings.Trim(f[i], `"`)
-			if v, ok := strings.CutPrefix(f[i], AliasPrefix); ok && i > 0 && f[i-1] == "--comment" {
-				id, _ = runid.Parse(v)
-			}
-		}
-		if id == "" || (run != "" && id != run) {
-			continue
-		}
-		rules[id] = append(rules[id], append([]string{"-w", "-D"}, f[1:]...))
-	}
-	return rules
 }
 
 // pickSubnet chooses N in 10.213.N.0/24 for run: derived from the run ID,

@@ -1,9 +1,13 @@
 package vm
 
 import (
+	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
@@ -47,23 +51,48 @@ func TestPeerAddrAcrossGuests(t *testing.T) {
 	}
 }
 
-// TestParseForwardRules: cleanup finds a run's FORWARD rule by its comment
-// and deletes it with the same arguments.
-func TestParseForwardRules(t *testing.T) {
+// TestForwardRuleSwept: the rule letting a run's guests reach each other
+// goes with its bridge, and when a crashed run left it, nearnative
+// cleanup's iptables sweep (cleanup.IPTables) finds it by its comment.
+func TestForwardRuleSwept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes a bridge and an iptables rule; skipped in -short mode")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the bridge and iptables")
+	}
+	if v, err := os.ReadFile(bridgeNetfilter); err != nil || strings.TrimSpace(string(v)) != "1" {
+		t.Skipf("%s is not on here: guests need no rule", bridgeNetfilter)
+	}
+	ctx := context.Background()
 	run := runid.New()
-	other := runid.New()
-	out := "-P FORWARD DROP\n-A FORWARD -j DOCKER-USER\n" +
-		"-A FORWARD -i nnb-a-0 -o nnb-a-0 -m comment --comment \"" + AliasPrefix + string(run) + "\" -j ACCEPT\n" +
-		"-A FORWARD -i nnb-b-0 -o nnb-b-0 -m comment --comment " + AliasPrefix + string(other) + " -j ACCEPT\n"
-	got := parseForwardRules(out, run)
-	want := "-w -D FORWARD -i nnb-a-0 -o nnb-a-0 -m comment --comment " + AliasPrefix + string(run) + " -j ACCEPT"
-	if len(got) != 1 || len(got[run]) != 1 || strings.Join(got[run][0], " ") != want {
-		t.Fatalf("rules of %s: %q, want [%s]", run, got, want)
+	listed := func() bool {
+		t.Helper()
+		out, err := exec.Command("iptables", "-w", "-S", "FORWARD").CombinedOutput()
+		if err != nil {
+			t.Fatalf("iptables -S FORWARD: %v: %s", err, out)
+		}
+		return strings.Contains(string(out), AliasPrefix+string(run))
 	}
-	if all := parseForwardRules(out, ""); len(all) != 2 {
-		t.Errorf("rules of every run: %q", all)
+	b, err := newBridge(run)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Join(forwardRule("nnb-a-0", run), " ") != strings.TrimPrefix(want, "-w -D ") {
-		t.Errorf("the rule made and the rule found differ: %v", forwardRule("nnb-a-0", run))
+	if b.forward == nil || !listed() {
+		t.Fatalf("bridge %s: no forward rule made (isolated: %q)", b.name, b.isolated)
+	}
+	if err := b.remove(); err != nil || listed() {
+		t.Fatalf("removing the bridge: %v; rule left: %v", err, listed())
+	}
+
+	// A crashed run's bridge keeps its rule: the sweep removes it.
+	b, err = newBridge(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer delLink(b.name)
+	removed, err := cleanup.IPTables{}.Remove(ctx, run)
+	if err != nil || len(removed) != 1 || listed() {
+		t.Errorf("cleanup.IPTables: removed %q, %v; rule left: %v", removed, err, listed())
 	}
 }

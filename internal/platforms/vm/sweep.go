@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,24 +19,20 @@ import (
 
 // Sweeper finds what vm platforms of crashed runs left behind: QEMU
 // processes (by the run ID in their environment), bridges and taps (by
-// their alias), the iptables rule letting a run's guests reach each other
-// (by its comment) and guest overlays (in the run's vm temp dirs). It implements
-// cleanup.Sweeper.
+// their alias) and guest overlays (in the run's vm temp dirs). It implements
+// cleanup.Sweeper. The iptables rule letting a run's guests reach each
+// other carries the run in its comment, so cleanup.IPTables sweeps it with
+// every other such rule.
 type Sweeper struct{}
 
 // Kind implements cleanup.Sweeper.
-func (Sweeper) Kind() string { return "VM guests, bridges, taps, forward rules and overlays" }
+func (Sweeper) Kind() string { return "VM guests, bridges, taps and overlays" }
 
 // Runs implements cleanup.Sweeper.
 func (Sweeper) Runs(ctx context.Context) ([]runid.ID, error) {
 	set := map[runid.ID]bool{}
 	links, err := RunLinks("")
 	for _, id := range links {
-		set[id] = true
-	}
-	rules, rerr := RunForwardRules("")
-	err = errors.Join(err, rerr)
-	for id := range rules {
 		set[id] = true
 	}
 	for _, q := range QEMUProcesses("") {
@@ -89,17 +84,6 @@ func (Sweeper) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 			continue
 		}
 		removed = append(removed, fmt.Sprintf("link %s (run %s)", n, run))
-	}
-	rules, err := RunForwardRules(run)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, args := range rules[run] {
-		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out)))
-			continue
-		}
-		removed = append(removed, fmt.Sprintf("iptables FORWARD rule letting the guests of run %s reach each other", run))
 	}
 	dirs, _ := state.TempDirs(run)
 	for _, d := range dirs {

@@ -4,21 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
-	"strconv"
+	"maps"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/workloadtest"
 )
 
 // trialParams make a whole find-max trial short enough for a test: the
@@ -27,26 +23,6 @@ import (
 // the test checks is the mechanism, not this machine's peak.
 var trialParams = map[string]string{"max_users": "30", "start_users": "10", "app_servers": "1", "max_steps": "3",
 	"ramp_up": "2s", "step_warmup": "3s", "coarse_interval": "3s", "item_idle": "3s", "tolerance": "0.3"}
-
-// seriesSink keeps how many points each step stored, and can act at a step.
-type seriesSink struct {
-	mu     sync.Mutex
-	steps  map[int]int
-	atStep func(step int)
-}
-
-func (s *seriesSink) PutSeries(_ context.Context, step int, pts []driver.Point) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.steps == nil {
-		s.steps = map[int]int{}
-	}
-	s.steps[step] = len(pts)
-	if s.atStep != nil {
-		s.atStep(step)
-	}
-	return nil
-}
 
 // TestTrialOnPlatforms runs one short whole trial of the workload (the
 // application and the data ready, the stack deployed, a find-max search of
@@ -67,7 +43,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 		t.Run(k, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			log, series := &search.MemLog{}, &seriesSink{}
+			log, series := &search.MemLog{}, &workloadtest.Series{}
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + k, Platform: ps[k], Host: ps[platform.Native],
 				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
 			steps, _ := log.Steps(ctx)
@@ -86,8 +62,8 @@ func TestTrialOnPlatforms(t *testing.T) {
 			if peak < 10 || peak > 30 || len(steps) < 1 || len(steps) > in.maxSteps {
 				t.Fatalf("peak %g users after %d steps: want 10 to 30 users within %d steps", peak, len(steps), in.maxSteps)
 			}
-			if int(res.Values[MetricSteps]) != len(steps) || len(series.steps) != len(steps) {
-				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), len(series.steps))
+			if int(res.Values[MetricSteps]) != len(steps) || series.Steps() != len(steps) {
+				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), series.Steps())
 			}
 			var at stepDetail
 			for _, st := range steps {
@@ -120,85 +96,53 @@ func TestTrialOnPlatforms(t *testing.T) {
 	}
 }
 
-// TestAppServerFailsToStart gives the JVM a heap it refuses: the trial
-// fails marked as ending its platform's cell (the study goes on with the
-// others), naming the application server and quoting its log.
-func TestAppServerFailsToStart(t *testing.T) {
+// TestTrialStopsUnit breaks the stack: a JVM heap the application server
+// refuses, and RabbitMQ killed after the first step. Either way the trial
+// fails with a StackError marked as ending its platform's cell (the study
+// goes on with the others, rather than searching on with a stack that no
+// longer auctions), naming what failed.
+func TestTrialStopsUnit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the auction's servers natively")
 	}
-	run := runid.New()
-	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
-	params := map[string]string{"app_heap": "1k"}
-	for k, v := range trialParams {
-		if _, ok := params[k]; !ok {
-			params[k] = v
-		}
+	tests := []struct {
+		name   string
+		params map[string]string // over trialParams
+		kill   string            // the process killed after the first step
+		want   []string          // words of the error
+	}{
+		{"the app server fails to start", map[string]string{"app_heap": "1k"}, "", []string{"app", "heap"}},
+		{"the broker dies mid-trial", nil, "beam.smp", []string{"broker"}},
 	}
-	in, err := newInstance(t, params, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-heap", Platform: ps[platform.Native], Host: ps[platform.Native],
-		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}})
-	var se *StackError
-	if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {
-		t.Fatalf("error %v: want a StackError that stops the unit", err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "app") || !strings.Contains(msg, "heap") {
-		t.Errorf("error %q: want the app server named and its log's word on the heap", msg)
-	}
-	t.Logf("the trial failed with: %v", err)
-}
-
-// TestBrokerDiesMidTrial kills RabbitMQ after the first step: the trial
-// ends for its platform, saying the broker is gone, rather than searching
-// on with bids that reach no other server.
-func TestBrokerDiesMidTrial(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the auction's servers natively")
-	}
-	run := runid.New()
-	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
-	in, err := newInstance(t, trialParams, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	series := &seriesSink{atStep: func(step int) {
-		if step == 0 {
-			killProcs(t, run, "beam.smp")
-		}
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-broker", Platform: ps[platform.Native], Host: ps[platform.Native],
-		Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
-	if !errors.Is(err, workload.ErrUnitStopped) || !strings.Contains(err.Error(), "broker") {
-		t.Fatalf("error %v: want the unit stopped, naming the broker", err)
-	}
-	t.Logf("the trial failed with: %v", err)
-}
-
-// killProcs SIGKILLs the run's processes named comm, found by the run's
-// cgroup.
-func killProcs(t *testing.T, run runid.ID, comm string) {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.Contains(string(cg), "nearnative/"+string(run)) && strings.TrimSpace(string(c)) == comm {
-			syscall.Kill(pid, syscall.SIGKILL)
-			n++
-		}
-	}
-	if n == 0 {
-		t.Errorf("no %s process of run %s to kill", comm, run)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := runid.New()
+			ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
+			params := maps.Clone(trialParams)
+			maps.Copy(params, tt.params)
+			in, err := newInstance(t, params, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			series := &workloadtest.Series{AtStep: func(step int) {
+				if step == 0 && tt.kill != "" {
+					workloadtest.KillProcs(t, run, tt.kill)
+				}
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-stop", Platform: ps[platform.Native], Host: ps[platform.Native],
+				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
+			var se *StackError
+			if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {
+				t.Fatalf("error %v: want a StackError that stops the unit", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q: want %q in it", err, w)
+				}
+			}
+			t.Logf("the trial failed with: %v", err)
+		})
 	}
 }

@@ -331,11 +331,13 @@ const bootEstimate = 45 * time.Second
 // Estimate implements workload.Estimator: the servers' start and a search
 // of the usual length (the coarse ramp's doublings to the maximum, then
 // fine steps halving the first step to the tolerance, and a verification),
-// capped by the step limit; each step a ramp, a warm-up and a decision.
+// capped by the step limit; each step a ramp, a warm-up and a decision of
+// the trial's length (the coarse steps decide over min(coarse_interval,
+// trial), never longer: the estimate errs long).
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	coarse := 1 + int(math.Ceil(math.Log2(float64(in.searchMax)/float64(in.start))))
 	fine := 2 + max(0, int(math.Ceil(math.Log2(in.fineStep/in.tolerance))))
 	steps := min(in.maxSteps, max(1, coarse)+fine)
-	perStep := in.rampUp + in.warmup + max(trial, min(in.coarse, trial))
+	perStep := in.rampUp + in.warmup + trial
 	return bootEstimate + time.Duration(steps)*perStep
 }

@@ -3,42 +3,19 @@ package httpmax
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/workloadtest"
 )
-
-// sink keeps the series a trial stores, and can act at a step.
-type sink struct {
-	mu     sync.Mutex
-	steps  map[int]int // step -> points
-	atStep func(step int)
-}
-
-func (s *sink) PutSeries(_ context.Context, step int, pts []driver.Point) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.steps == nil {
-		s.steps = map[int]int{}
-	}
-	s.steps[step] = len(pts)
-	if s.atStep != nil {
-		s.atStep(step)
-	}
-	return nil
-}
 
 // quickParams make a search short enough for a test, with a limit that a
 // shared machine loaded by other engineers' builds (p99 of 100 ms at a few
@@ -80,7 +57,7 @@ func findMax(t *testing.T, params map[string]string, kinds []string, check func(
 		t.Run(k, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			log, series := &search.MemLog{}, &sink{}
+			log, series := &search.MemLog{}, &workloadtest.Series{}
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[k], Duration: 500 * time.Millisecond,
 				RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
 			if err != nil {
@@ -122,8 +99,8 @@ func findMax(t *testing.T, params map[string]string, kinds []string, check func(
 			if !verified && !capped {
 				t.Errorf("the search ended neither verified nor at its cap of %d steps", in.search.MaxSteps)
 			}
-			if int(res.Values[MetricSteps]) != len(steps) || len(series.steps) != len(steps) {
-				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), len(series.steps))
+			if int(res.Values[MetricSteps]) != len(steps) || series.Steps() != len(steps) {
+				t.Errorf("%g steps reported, %d logged, %d series", res.Values[MetricSteps], len(steps), series.Steps())
 			}
 			// Every step's record is complete, whatever the step met: on a
 			// loaded machine a step may have no request answered (or none
@@ -158,9 +135,9 @@ func TestServerDiesMidTrial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	series := &sink{atStep: func(step int) {
+	series := &workloadtest.Series{AtStep: func(step int) {
 		if step == 1 {
-			killServers(t, run)
+			workloadtest.KillProcs(t, run, "nginx")
 		}
 	}}
 	raw := filepath.Join(root, "raw")
@@ -170,28 +147,6 @@ func TestServerDiesMidTrial(t *testing.T) {
 		t.Fatalf("error %v, want the server's death and its log", err)
 	}
 	t.Logf("the trial failed with: %v", err)
-}
-
-// killServers SIGKILLs the run's nginx processes, found by the run's cgroup
-// (nginx clears its environment, run ID included).
-func killServers(t *testing.T, run runid.ID) {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.Contains(string(cg), "nearnative/"+string(run)) && strings.TrimSpace(string(comm)) == "nginx" {
-			syscall.Kill(pid, syscall.SIGKILL)
-			n++
-		}
-	}
-	if n == 0 {
-		t.Errorf("no nginx process of run %s to kill", run)
-	}
 }
 
 // TestFindMaxBehindHAProxy runs a short find-max trial through HAProxy in

@@ -2,6 +2,7 @@ package web20
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,17 +32,17 @@ func TestSplit(t *testing.T) {
 		name     string
 		params   map[string]string
 		p        planner
-		want     string // guests of the plan: "g0: ... | g1: ..."
+		want     string // guests of the plan and their vCPUs: "g0/2: ... | g1/1: ..."
 		wantNote string
 	}{
 		{"named vm platform", map[string]string{"vm_split": "vm-split", "instances": "1"}, planner{name: "vm-split", vcpus: 2},
-			"g0: i0-fpm-0 i0-web-0 | g1: i0-db-0", "web guests of 2 vCPUs and database guests of 2"},
+			"g0/2: i0-fpm-0 i0-web-0 | g1/2: i0-db-0", "web guests of 2 vCPUs and database guests of 2"},
 		{"db_vcpus sizes the database's guest", map[string]string{"vm_split": "vm-split", "db_vcpus": "1", "instances": "2"}, planner{name: "vm-split", vcpus: 3},
-			"g0: i0-fpm-0 i1-fpm-0 i0-web-0 i1-web-0 | g1: i0-db-0 i1-db-0", "web guests of 3 vCPUs and database guests of 1"},
+			"g0/3: i0-fpm-0 i1-fpm-0 i0-web-0 i1-web-0 | g1/1: i0-db-0 i1-db-0", "web guests of 3 vCPUs and database guests of 1"},
 		{"vms counts guest pairs", map[string]string{"vm_split": "all", "instances": "2", "vms": "2"}, planner{name: "vm", vcpus: 1},
-			"g0: i0-fpm-0 i0-web-0 | g1: i0-db-0 | g2: i1-fpm-0 i1-web-0 | g3: i1-db-0", "2 guest(s) of each kind"},
+			"g0/1: i0-fpm-0 i0-web-0 | g1/1: i0-db-0 | g2/1: i1-fpm-0 i1-web-0 | g3/1: i1-db-0", "2 guest(s) of each kind"},
 		{"another vm platform stays whole", map[string]string{"vm_split": "vm-split", "instances": "1"}, planner{name: "vm", vcpus: 2},
-			"g0: i0-db-0 i0-fpm-0 i0-web-0", ""},
+			"g0/2: i0-db-0 i0-fpm-0 i0-web-0", ""},
 		{"not a VM: ignored with a note", map[string]string{"vm_split": "all", "instances": "1"}, planner{name: "native"},
 			"g0: i0-db-0 i0-fpm-0 i0-web-0", "native is not a VM platform"},
 	}
@@ -62,11 +63,15 @@ func TestSplit(t *testing.T) {
 			}
 			var got []string
 			for i, ss := range plan.Guests() {
+				g := "g" + strconv.Itoa(i)
+				if plan.GuestVCPUs != nil {
+					g += "/" + strconv.Itoa(plan.GuestVCPUs[i])
+				}
 				var n []string
 				for _, s := range ss {
 					n = append(n, s.ID.Name())
 				}
-				got = append(got, "g"+string(rune('0'+i))+": "+strings.Join(n, " "))
+				got = append(got, g+": "+strings.Join(n, " "))
 			}
 			if g := strings.Join(got, " | "); g != tt.want {
 				t.Errorf("guests\n got %s\nwant %s", g, tt.want)
