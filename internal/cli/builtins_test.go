@@ -2,7 +2,9 @@ package cli
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/study"
@@ -81,5 +83,47 @@ func TestBenchStudies(t *testing.T) {
 		if _, err := study.Load(f, Registry()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestPlatformNamingParams: a parameter that names platforms (web20's
+// vm_split, oltp's pin_platforms) may name only the study's own, or its
+// keywords; a typo is refused at its line.
+func TestPlatformNamingParams(t *testing.T) {
+	study1 := func(params string) string {
+		return "name: s\nplatforms:\n  - native\n  - vm\nworkloads:\n  - workload: web20\n    params: {" + params + "}\n"
+	}
+	for _, tc := range []struct {
+		name, params, want string // want: "" = accepted
+	}{
+		{"a platform", "vm_split: vm", ""},
+		{"the keyword", "vm_split: all", ""},
+		{"a typo", "vm_split: vm-spilt", `s.yaml:7: workloads[0].params.vm_split: "vm-spilt" is not a platform of this study (native, vm or all)`},
+		{"one of two", "vm_split: \"vm,nat\"", `"nat" is not a platform of this study`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "s.yaml")
+			if err := os.WriteFile(f, []byte(study1(tc.params)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := study.Load(f, Registry())
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	pinned, err := os.ReadFile("../../studies/oltp-pinned.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(f, []byte(strings.Replace(string(pinned), "pin_platforms: docker-pinned", "pin_platforms: docker-pined", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := study.Load(f, Registry()); err == nil || !strings.Contains(err.Error(), `"docker-pined" is not a platform of this study`) {
+		t.Errorf("oltp pin_platforms typo: %v", err)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -320,7 +321,7 @@ func Load(nameOrPath string, reg *workload.Registry) (*Study, error) {
 	if !strings.ContainsAny(nameOrPath, `/\`) && !strings.HasSuffix(nameOrPath, ".yaml") {
 		file := builtinFile(nameOrPath)
 		if data, err := fs.ReadFile(studies.FS, path.Base(file)); err == nil {
-			return Parse(data, file, reg)
+			return parseFile(data, file, reg)
 		}
 	}
 	data, err := os.ReadFile(nameOrPath)
@@ -334,7 +335,39 @@ func Load(nameOrPath string, reg *workload.Registry) (*Study, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading study: %w", err)
 	}
-	return Parse(data, nameOrPath, reg)
+	return parseFile(data, nameOrPath, reg)
+}
+
+// parseFile parses a study as its author wrote it: beyond Parse, a
+// parameter that names platforms (workload.Param.Platforms) may name only
+// the study's own. (A stored run's study is not held to it: --quick and
+// --platforms keep fewer platforms than its parameters name.)
+func parseFile(data []byte, filename string, reg *workload.Registry) (*Study, error) {
+	s, err := Parse(data, filename, reg)
+	if err != nil {
+		return nil, err
+	}
+	names := s.PlatformNames()
+	for i, w := range s.Workloads {
+		kind, _ := reg.Get(w.Kind)
+		for _, p := range kind.Params() {
+			if !p.Platforms || w.Params[p.Name] == "" {
+				continue
+			}
+			for _, n := range strings.Split(w.Params[p.Name], ",") {
+				if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) || slices.Contains(p.Keywords, n) {
+					continue
+				}
+				also := ""
+				if len(p.Keywords) > 0 {
+					also = " or " + strings.Join(p.Keywords, ", ")
+				}
+				return nil, &Error{File: filename, Line: w.lines.line("params."+p.Name, "params"),
+					Err: fmt.Errorf("workloads[%d].params.%s: %q is not a platform of this study (%s%s)", i, p.Name, n, strings.Join(names, ", "), also)}
+			}
+		}
+	}
+	return s, nil
 }
 
 // notFoundError says that a study is neither built in nor a file; it wraps

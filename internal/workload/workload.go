@@ -45,6 +45,12 @@ type Param struct {
 	// Optional parameters may be empty ("" = not set: the workload
 	// decides, e.g. the trial length), whatever their type.
 	Optional bool
+	// Platforms marks a comma-separated list of the study's platform names
+	// (vm_split, pin_platforms): a study file naming a platform it does not
+	// have is refused. Keywords are the other words the list may hold
+	// ("all").
+	Platforms bool
+	Keywords  []string
 }
 
 // Check parses v as this parameter's type and checks its bounds. An

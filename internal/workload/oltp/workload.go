@@ -121,7 +121,7 @@ func (Workload) Params() []workload.Param {
 			Help: "memory each instance's PostgreSQL is tuned for (shared_buffers a quarter but at least 128 MB, effective_cache_size half; the trial notes state every setting): plenty for the 10mb size, so that two instances and their Apache processes fit a default 2 GB guest; give the 1gb size 2g or more"},
 		{Name: pWebWorkers, Type: workload.Int, Default: strconv.Itoa(dvdstore.DefaultWorkers), Min: 1, HasMin: true,
 			Help: "Apache (prefork, mod_php) processes per instance, each with one persistent database connection; at least threads"},
-		{Name: pPinPlatforms, Type: workload.String, Default: "",
+		{Name: pPinPlatforms, Type: workload.String, Default: "", Platforms: true,
 			Help: "platforms (comma-separated study names) on which the placement parameters (instance_cpusets, cpusets, pin) apply; empty: all. The seed's explanation experiment pins a variant only: {name: docker-pinned, base: docker-bridge} with instance_cpusets: halves"},
 	}
 	tp := workload.TopologyParams(workload.TopologyDefaults{

@@ -100,7 +100,7 @@ func (Workload) Params() []workload.Param {
 		{Name: "buffer_pool", Type: workload.String, Default: olio.DefaultBufferPool, Help: "MariaDB's innodb_buffer_pool_size per instance (holds the seed's data set)"},
 		{Name: "drivers", Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "child driver processes (0: the users run in the nearnative process itself); pinned to driver_cpus when set"},
-		{Name: ParamVMSplit, Type: workload.String, Default: "",
+		{Name: ParamVMSplit, Type: workload.String, Default: "", Platforms: true, Keywords: []string{SplitAll},
 			Help: "vm platforms (comma-separated study names, or all) on which each instance's database runs in a guest of its own, apart from its web tier (nginx + PHP-FPM): the seed's two-VM variant; vms then counts guest pairs there (vms: 1 and one instance: a web guest and a database guest); the web guest has the platform's vcpus, the database guest db_vcpus, both its vm_memory (the seed: 6 + 2 vCPUs, 2 GB each); ignored, with a note, on platforms that are not VMs"},
 		{Name: ParamDBVCPUs, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "vm_split: vCPUs of the database's guest (0: the platform's vcpus, as the web guest; the seed: 2 beside a 6-vCPU web guest)"},
