@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/deploy"
-	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/topology"
 )
 
@@ -139,15 +138,4 @@ func Deploy(ctx context.Context, t Trial, topo topology.Topology, res *Result) (
 		}
 	}
 	return d, stop, nil
-}
-
-// CPUReporters returns the servers of d that can report their CPU time.
-func CPUReporters(d *deploy.Deployment) []platform.CPUReporter {
-	var out []platform.CPUReporter
-	for _, r := range d.Servers() {
-		if c, ok := r.Srv.(platform.CPUReporter); ok {
-			out = append(out, c)
-		}
-	}
-	return out
 }

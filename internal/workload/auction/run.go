@@ -382,10 +382,8 @@ func detail(r *driver.Result, v qos.Verdict, a workload.CPUAccount, tier0, tier1
 	dt.Throughput = r.Throughput()
 	dt.Cycle.TargetMs, dt.Cycle.AchievedMs = ms(r.Cycle.MeanTarget()), ms(r.Cycle.MeanAchieved())
 	dt.Cycle.Late, dt.Cycle.N = r.Cycle.Late, r.Cycle.N
-	var ops int64
-	for _, p := range r.Points() {
-		ops += p.Count + p.Failures
-	}
+	ok, failed := r.Ended()
+	ops := ok + failed
 	var res workload.Result
 	if ops > 0 {
 		a.Record(cpuCost, float64(ops), &res)

@@ -286,11 +286,8 @@ func (in *Instance) measure(ctx context.Context, t workload.Trial, d *deploy.Dep
 	rec.QoS = in.rules().Evaluate(r.QoS())
 	// CPU per operation over the same interval as the CPU: every
 	// operation that ended in any phase.
-	var ended int64
-	for _, p := range r.Points() {
-		ended += p.Count + p.Failures
-	}
-	if ended > 0 {
+	ok, failed := r.Ended()
+	if ended := ok + failed; ended > 0 {
 		var scratch workload.Result
 		acct.Record(CPUCost, float64(ended), &scratch)
 		rec.CPU, rec.CPUSources = scratch.Values, scratch.Where
