@@ -191,7 +191,7 @@ func (in *Instance) Metrics() []workload.Metric {
 		{Name: MetricCPUPerReq, Unit: "us", HigherIsBetter: false, Help: "busy CPU time of the whole machine (driver included, /proc/stat) per request answered, at the verified maximum"},
 		{Name: MetricP99, Unit: "ms", HigherIsBetter: false, Help: "p99 latency from the due time at the verified maximum", Diagnostic: true},
 		{Name: MetricDriverCPU, Unit: "%", HigherIsBetter: false, Help: "the driver's own CPU use at the verified maximum (100 = one CPU)", Diagnostic: true},
-		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "the servers' CPU use (nginx's processes or container cgroup; with lb haproxy, HAProxy's and every nginx's) over the driver's run of the step at the maximum", Diagnostic: true},
+		{Name: MetricServerCPU, Unit: "%", HigherIsBetter: false, Help: "the servers' CPU use (nginx's processes or container cgroup; with lb haproxy, HAProxy's and every nginx's) and the platform's helpers' (docker-proxy), as server_cpu_pct of the other workloads, over the driver's run of the step at the maximum", Diagnostic: true},
 		{Name: MetricSteps, Unit: "steps", HigherIsBetter: false, Help: "search steps the trial took, resumed ones included", Diagnostic: true},
 		{Name: MetricSaturated, Unit: "0/1", HigherIsBetter: false, Help: "1 when the driver's own checks found it may have been the bottleneck at the verified maximum", Diagnostic: true},
 	}
@@ -324,7 +324,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and %s %.0f%% of one CPU",
 		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, tg.servers, d.ServerCPU))
 	if n := othersBusy(sr.Steps); n > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and nginx used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
+		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and the servers used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
 	}
 	return res, nil
 }
@@ -434,7 +434,7 @@ func detail(r *driver.Result, v qos.Verdict, acct workload.CPUAccount, limit tim
 		d.DriverCPU = r.CPUShare() * 100
 	}
 	if iv := acct.Interval(); iv > 0 {
-		d.ServerCPU = acct.Servers.Seconds() / iv.Seconds() * 100
+		d.ServerCPU = (acct.Servers + acct.Overhead).Seconds() / iv.Seconds() * 100
 	}
 	d.Saturation = r.Saturation(driver.Limits{Lag: limit / 5})
 	return d
@@ -493,7 +493,7 @@ func (in *Instance) cpuTimeError(ctx context.Context, url string, err error) err
 	if gerr := getOnce(ctx, c, url, in.pageBytes); gerr != nil {
 		return fmt.Errorf("%w (its CPU time cannot be read: %v; a fresh GET: %v)", errServerGone, err, gerr)
 	}
-	return fmt.Errorf("reading nginx's CPU time: %w", err)
+	return fmt.Errorf("reading the servers' CPU time: %w", err)
 }
 
 // logTail is the end of the server's log, which the platform writes to the
