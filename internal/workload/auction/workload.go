@@ -103,7 +103,7 @@ func (Workload) Params() []workload.Param {
 		{Name: pCoarseInterval, Type: workload.Duration, Default: "20s", Quick: "6s",
 			Help: "decision interval of the coarse ramp's steps (Weathervane's initial ramp: 60 s; ours a third of it); the fine steps and the verification use the study's trial length (Weathervane's QoS period: 5 minutes)"},
 		{Name: pMixTolerance, Type: workload.Float, Default: strconv.FormatFloat(MixTolerance, 'g', -1, 64), Quick: "0.9", Min: 0.001, HasMin: true,
-			Help: "relative tolerance of each operation's share of the mix (Weathervane: 0.10; --quick: 0.9, only a gross break of the mix fails a step: seconds-long warm-ups leave the users' visits short of their steady mix, shares 17-57% off their targets at 560-720 users after a 5 s warm-up in a measured quick search)"},
+			Help: "relative tolerance of each operation's share of the mix (Weathervane: 0.10; --quick: 0.9, only a gross break of the mix fails a step: seconds-long warm-ups leave the users' visits short of their steady mix, failing shares 17-78% off their targets at 560 and 720 users after a 5 s warm-up in probe run 20261123-130658-8611)"},
 		{Name: pMixSigmas, Type: workload.Float, Default: "3", Min: 0, HasMin: true,
 			Help: "an operation's mix tolerance is at least this many standard errors of its share at the operations counted, so that short intervals are not failed by sampling noise (0: Weathervane's tolerance alone)"},
 		{Name: pDrivers, Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "child driver processes (0: the users run in the nearnative process)"},
