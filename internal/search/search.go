@@ -404,3 +404,22 @@ func (c Config) round(v float64) float64 {
 	}
 	return v
 }
+
+// Simulate returns the steps a search of c takes when every load up to top
+// passes and every load above it fails: a noise-free system whose maximum
+// is top, which is what a duration estimate can assume. It runs Next
+// itself, so it follows the search's own rules (coarse ramp, fine steps,
+// verification, step cap).
+func Simulate(c Config, top float64) ([]Step, error) {
+	var hist []Step
+	for {
+		d, err := Next(c, hist)
+		if err != nil {
+			return nil, err
+		}
+		if d.Done {
+			return hist, nil
+		}
+		hist = append(hist, Step{Seq: len(hist), Phase: d.Phase, Value: d.Value, Pass: d.Value <= top})
+	}
+}

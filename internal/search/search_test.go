@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -307,5 +308,42 @@ func TestRunExecError(t *testing.T) {
 	})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "coarse step 0 at 5") {
 		t.Errorf("error %v, want the step and the cause", err)
+	}
+}
+
+// TestSimulate checks the steps of a noise-free search against hand counts
+// and against driving Next with the same threshold.
+func TestSimulate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+		top  float64
+		want int
+	}{
+		{"the maximum allowed passes", Config{Start: 25, Max: 400, Integer: true}, 1000, 5},    // 25 50 100 200 400
+		{"everything fails", Config{Start: 25, Min: 1, Integer: true}, 0, 6},                   // 25 13 7 4 2 1 (halved, rounded)
+		{"step cap", Config{Start: 25, Max: 400, MaxSteps: 3, Integer: true}, 1000, 3},         // 25 50 100
+		{"first load fails, then passes", Config{Start: 100, Max: 400, Integer: true}, 60, -1}, // counted by drive
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Simulate(tc.c, tc.top)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist, _ := drive(t, tc.c, threshold(tc.top))
+			if !reflect.DeepEqual(got, hist) || tc.want >= 0 && len(got) != tc.want {
+				t.Errorf("Simulate: %d steps %v, want %d (driving Next: %v)", len(got), got, tc.want, hist)
+			}
+		})
+	}
+	for top := 3.7; top < 200000; top *= 1.37 {
+		c := Config{Start: 100, Tolerance: 0.05}
+		hist, _ := drive(t, c, threshold(top))
+		if got, _ := Simulate(c, top); !reflect.DeepEqual(got, hist) {
+			t.Errorf("top %g: Simulate %v, driving Next %v", top, got, hist)
+		}
+	}
+	if _, err := Simulate(Config{Start: -1}, 10); err == nil {
+		t.Error("a bad config gave no error")
 	}
 }

@@ -2,7 +2,6 @@ package auction
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -328,16 +327,29 @@ func (in *Instance) quickNotes(trial time.Duration) []string {
 // Tomcat deploying the WAR has taken 20 to 60 s on a loaded 2-core machine.
 const bootEstimate = 45 * time.Second
 
-// Estimate implements workload.Estimator: the servers' start and a search
-// of the usual length (the coarse ramp's doublings to the maximum, then
-// fine steps halving the first step to the tolerance, and a verification),
-// capped by the step limit; each step a ramp, a warm-up and a decision of
-// the trial's length (the coarse steps decide over min(coarse_interval,
-// trial), never longer: the estimate errs long).
+// typicalPeak is where the duration estimate puts the peak, as a share of
+// the most users the search may try: just below it, so that the search
+// runs its coarse ramp, fails at the top and fine-steps back (run
+// 20261123-135746-e230: 5 of 10 quick searches passed at the maximum, the
+// others failed there).
+const typicalPeak = 0.9
+
+// Estimate implements workload.Estimator: the servers' start and the search
+// as search.Simulate plays it against a peak of typicalPeak of the
+// maximum; each step a ramp, a warm-up and a decision over
+// min(coarse_interval, trial) on the coarse ramp, the trial after it.
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
-	coarse := 1 + int(math.Ceil(math.Log2(float64(in.searchMax)/float64(in.start))))
-	fine := 2 + max(0, int(math.Ceil(math.Log2(in.fineStep/in.tolerance))))
-	steps := min(in.maxSteps, max(1, coarse)+fine)
-	perStep := in.rampUp + in.warmup + trial
-	return bootEstimate + time.Duration(steps)*perStep
+	steps, err := search.Simulate(in.searchConfig(), typicalPeak*float64(in.searchMax))
+	if err != nil {
+		return bootEstimate + trial
+	}
+	d := bootEstimate
+	for _, st := range steps {
+		decide := trial
+		if st.Phase == search.Coarse {
+			decide = min(in.coarse, trial)
+		}
+		d += in.rampUp + in.warmup + decide
+	}
+	return d
 }

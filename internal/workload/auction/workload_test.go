@@ -13,6 +13,7 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/qos"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -324,27 +325,43 @@ func TestDriverConfig(t *testing.T) {
 	}
 }
 
+// TestEstimate: the search as search.Simulate plays it against a peak of
+// 90% of the maximum, coarse steps deciding over the coarse interval. Quick:
+// 400, 800, 1600, 3000 (fails), then fine steps to the cap of 6. Full: 100
+// .. 1500 (fails) in 5 coarse steps. From 1500: it fails, and 750 passes.
 func TestEstimate(t *testing.T) {
 	tests := []struct {
-		params map[string]string
-		quick  bool
-		trial  time.Duration
-		want   time.Duration
+		params        map[string]string
+		quick         bool
+		trial         time.Duration
+		coarse, steps int // steps: 0 = not checked
 	}{
-		// 400, 800, 1600, 3000, 2 fine steps: 6 x (3 s + 5 s + 8 s).
-		{nil, true, 8 * time.Second, bootEstimate + 6*16*time.Second},
-		// 100 .. 1500 in 5 coarse steps and 2 fine: 7 x (24 s + 36 s + 60 s).
-		{nil, false, time.Minute, bootEstimate + 7*2*time.Minute},
-		// a search that starts at its maximum: one coarse step and 2 fine.
-		{map[string]string{"start_users": "1500"}, false, time.Minute, bootEstimate + 3*2*time.Minute},
+		{nil, true, 8 * time.Second, 4, 6},
+		{nil, false, time.Minute, 5, 0},
+		{map[string]string{"start_users": "1500"}, false, time.Minute, 2, 0},
 	}
 	for _, tt := range tests {
 		in, err := newInstance(t, tt.params, tt.quick)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := in.Estimate(tt.trial); got != tt.want {
-			t.Errorf("params %v quick %v: estimate %v, want %v", tt.params, tt.quick, got, tt.want)
+		steps, err := search.Simulate(in.searchConfig(), typicalPeak*float64(in.searchMax))
+		if err != nil {
+			t.Fatal(err)
+		}
+		coarse := 0
+		for _, st := range steps {
+			if st.Phase == search.Coarse {
+				coarse++
+			}
+		}
+		if coarse != tt.coarse || tt.steps > 0 && len(steps) != tt.steps || len(steps) > in.maxSteps {
+			t.Errorf("params %v quick %v: %d steps, %d coarse; want %d coarse, %d steps, at most %d", tt.params, tt.quick, len(steps), coarse, tt.coarse, tt.steps, in.maxSteps)
+		}
+		per := in.rampUp + in.warmup
+		want := bootEstimate + time.Duration(coarse)*(per+min(in.coarse, tt.trial)) + time.Duration(len(steps)-coarse)*(per+tt.trial)
+		if got := in.Estimate(tt.trial); got != want {
+			t.Errorf("params %v quick %v: estimate %v, want %v", tt.params, tt.quick, got, want)
 		}
 	}
 }

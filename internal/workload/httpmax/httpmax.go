@@ -584,29 +584,30 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Typical shape of a search, for the run's duration estimate: the coarse
-// ramp doubles from the start rate to about the highest rate nginx reaches
-// natively on two cores (30,000 req/s seen), then about six fine steps and
-// the verification (8 to 12 steps in all were seen with --quick), each step
-// with its warm-up, the pause and about 0.2 s of driver start and CPU
-// readings (the drain ends as soon as the last requests are answered).
-// Calibrated on a --quick run here: 9 to 17 s a trial.
+// For the run's duration estimate: a search as search.Simulate plays it
+// against a maximum of typicalMaxRate, about the highest rate nginx reached
+// natively on two cores (30,000 req/s seen); each step adds its warm-up,
+// the pause and about 0.2 s of driver start and CPU readings (the drain ends
+// as soon as the last requests are answered).
 const (
-	typicalMaxRate   = 30000
-	typicalFineSteps = 6
-	stepOverhead     = stepPause + 200*time.Millisecond
+	typicalMaxRate = 30000
+	stepOverhead   = stepPause + 200*time.Millisecond
 )
 
-// Estimate implements workload.Estimator: a typical search, within the
-// step cap.
+// Estimate implements workload.Estimator: coarse steps decide over
+// min(coarse_interval, trial), the others over the trial.
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
-	cfg := in.searchConfig(trial)
-	coarse := 1
-	if cfg.Start < typicalMaxRate {
-		coarse += int(math.Ceil(math.Log2(typicalMaxRate / cfg.Start)))
+	steps, err := search.Simulate(in.searchConfig(trial), typicalMaxRate)
+	if err != nil {
+		return trial
 	}
-	coarse = min(coarse, cfg.MaxSteps)
-	fine := min(cfg.MaxSteps-coarse, typicalFineSteps)
-	per := in.warmup + stepOverhead
-	return time.Duration(coarse)*(min(in.coarse, trial)+per) + time.Duration(fine)*(trial+per) + time.Second
+	d := time.Second
+	for _, st := range steps {
+		decide := trial
+		if st.Phase == search.Coarse {
+			decide = min(in.coarse, trial)
+		}
+		d += decide + in.warmup + stepOverhead
+	}
+	return d
 }

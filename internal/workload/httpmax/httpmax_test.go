@@ -8,6 +8,7 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/qos"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -223,21 +224,45 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
-// TestEstimate: a quick search, 5 coarse steps from 2000 req/s and 6 fine
-// ones; a full one, 6 coarse and 6 fine; a cap of 7 steps leaves 2 fine.
+// TestEstimate: the search as search.Simulate plays it to typicalMaxRate,
+// coarse steps deciding over the coarse interval: a quick search ramps from
+// 2000 req/s in 5 coarse steps (2000..32000), a full one from 1000 in 6; a
+// cap of 7 steps leaves one after the full ramp.
 func TestEstimate(t *testing.T) {
-	q, _ := newInstance(t, nil, true)
-	per := 250*time.Millisecond + stepOverhead
-	if got, want := q.Estimate(time.Second), 5*(500*time.Millisecond+per)+6*(time.Second+per)+time.Second; got != want {
-		t.Errorf("quick: %v, want %v", got, want)
-	}
-	f, _ := newInstance(t, nil, false)
-	per = 2*time.Second + stepOverhead
-	if got, want := f.Estimate(5*time.Second), 6*(2*time.Second+per)+6*(5*time.Second+per)+time.Second; got != want {
-		t.Errorf("full: %v, want %v", got, want)
-	}
-	c, _ := newInstance(t, map[string]string{"max_steps": "7"}, false)
-	if got, want := c.Estimate(5*time.Second), 6*(2*time.Second+per)+1*(5*time.Second+per)+time.Second; got != want {
-		t.Errorf("cap 7: %v, want %v", got, want)
+	for _, tc := range []struct {
+		name           string
+		over           map[string]string
+		quick          bool
+		trial, coarseD time.Duration
+		coarse, steps  int // steps: 0 = not checked
+	}{
+		{"quick", nil, true, time.Second, 500 * time.Millisecond, 5, 0},
+		{"full", nil, false, 5 * time.Second, 2 * time.Second, 6, 0},
+		{"cap 7", map[string]string{"max_steps": "7"}, false, 5 * time.Second, 2 * time.Second, 6, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := newInstance(t, tc.over, tc.quick)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := search.Simulate(in.searchConfig(tc.trial), typicalMaxRate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			coarse := 0
+			for _, st := range steps {
+				if st.Phase == search.Coarse {
+					coarse++
+				}
+			}
+			if coarse != tc.coarse || tc.steps > 0 && len(steps) != tc.steps {
+				t.Errorf("%d steps, %d coarse; want %d coarse, %d steps", len(steps), coarse, tc.coarse, tc.steps)
+			}
+			per := in.warmup + stepOverhead
+			want := time.Second + time.Duration(coarse)*(tc.coarseD+per) + time.Duration(len(steps)-coarse)*(tc.trial+per)
+			if got := in.Estimate(tc.trial); got != want {
+				t.Errorf("Estimate = %v, want %v", got, want)
+			}
+		})
 	}
 }
