@@ -432,3 +432,16 @@ const (
 	rampDown = 2 * time.Second
 	drain    = 5 * time.Second
 )
+
+// stackEstimate is the instances' start and stop (a database copied from
+// its template, PostgreSQL and Apache started) beyond the engine's
+// per-platform start-up, for the run's duration estimate: oltp-pinned
+// --quick trials took 23 to 26 s for 19 s of phases (run
+// 20261123-170915-549d).
+const stackEstimate = 5 * time.Second
+
+// Estimate implements workload.Estimator: the stack, the ramp-up, the
+// trial and the ramp-down.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	return stackEstimate + in.rampUp + trial + rampDown
+}

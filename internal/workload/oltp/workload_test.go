@@ -252,3 +252,18 @@ func TestRecordMarks(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimate: the stack, both ramps and the trial (quick: 5 s ramp-up).
+func TestEstimate(t *testing.T) {
+	v, err := workload.Resolve(Workload{}.Params(), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Workload{}.New(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := in.(workload.Estimator).Estimate(12*time.Second), 5*time.Second+5*time.Second+12*time.Second+2*time.Second; got != want {
+		t.Errorf("Estimate = %v, want %v", got, want)
+	}
+}

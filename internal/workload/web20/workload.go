@@ -377,3 +377,27 @@ func (in *Instance) describe(users int) string {
 		s.Cycle, CycleCapFactor*s.Cycle, MinCycle[AddPerson], MinCycle[AddEvent])
 	return b.String()
 }
+
+// For the run's duration estimate: the stack's start and stop beyond the
+// engine's per-platform start-up (web20-scaleout --quick trials took 34 to
+// 42 s for 32 s of phases, run 20261123-171638-8e64), and where a find-max
+// search's peak is assumed: just below the most users it may try, so that
+// the search fails at the top and fine-steps back.
+const (
+	stackEstimate = 5 * time.Second
+	typicalPeak   = 0.9
+)
+
+// Estimate implements workload.Estimator: one run of ramp-up, the trial and
+// ramp-down; in find-max mode the search as search.Simulate plays it, each
+// step a step_ramp, the trial and the ramp-down.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	if in.s.Mode != ModeFindMax {
+		return stackEstimate + in.s.RampUp + trial + in.s.RampDown
+	}
+	steps, err := search.Simulate(in.s.Search, typicalPeak*in.s.Search.Max)
+	if err != nil {
+		return stackEstimate + trial
+	}
+	return stackEstimate + time.Duration(len(steps))*(in.s.StepRamp+trial+in.s.RampDown)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/nearnative/nearnative/apps/olio"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/qos"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -224,5 +225,39 @@ func TestRulesAreFaban(t *testing.T) {
 	p := in.rules()[1].(qos.Percentile)
 	if p.Limits["Login"] != 200*time.Millisecond || p.Limits["PersonDetail"] != 500*time.Millisecond {
 		t.Errorf("limits %v", p.Limits)
+	}
+}
+
+// TestEstimate: a fixed trial is its ramps and the trial beside the stack's
+// start; a find-max trial (quick: 25 .. 400 users, which fails at the assumed
+// peak of 360, in 5 coarse steps, then fine steps within the cap of 10) is
+// its steps, each a step ramp, the trial and the ramp-down.
+func TestEstimate(t *testing.T) {
+	fixed, err := newInstance(t, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fixed.Estimate(20*time.Second), stackEstimate+fixed.s.RampUp+20*time.Second+fixed.s.RampDown; got != want || fixed.s.RampUp == 0 {
+		t.Errorf("fixed: %v, want %v", got, want)
+	}
+	fm, err := newInstance(t, map[string]string{"mode": ModeFindMax}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := search.Simulate(fm.s.Search, typicalPeak*fm.s.Search.Max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coarse := 0
+	for _, st := range steps {
+		if st.Phase == search.Coarse {
+			coarse++
+		}
+	}
+	if coarse != 5 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
+		t.Errorf("find-max: %d steps, %d coarse: %v", len(steps), coarse, steps)
+	}
+	if got, want := fm.Estimate(20*time.Second), stackEstimate+time.Duration(len(steps))*(fm.s.StepRamp+20*time.Second+fm.s.RampDown); got != want {
+		t.Errorf("find-max: %v, want %v", got, want)
 	}
 }
