@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/workload/fio"
@@ -125,5 +129,34 @@ func TestPlatformNamingParams(t *testing.T) {
 	}
 	if _, err := study.Load(f, Registry()); err == nil || !strings.Contains(err.Error(), `"docker-pined" is not a platform of this study`) {
 		t.Errorf("oltp pin_platforms typo: %v", err)
+	}
+}
+
+// TestStudiesDurations: `nearnative studies` gives every built-in study
+// the duration its --quick and full runs would print here, or why it
+// cannot run; web20-max's quick search, which runs over an hour, says so.
+func TestStudiesDurations(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"studies"}, &stdout, &stderr); err != nil {
+		t.Fatalf("studies: %v\n%s", err, stderr.String())
+	}
+	infos, err := study.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := `(about (\d+h)?(\d+m)?[\d.]+s|too big for this disk|refused here)`
+	for _, i := range infos {
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(i.Name) + ` +` + col + ` +` + col + ` +\S`)
+		m := re.FindStringSubmatch(stdout.String())
+		if m == nil {
+			t.Errorf("no line for %s:\n%s", i.Name, stdout.String())
+			continue
+		}
+		if i.Name == "web20-max" {
+			d, err := time.ParseDuration(strings.TrimPrefix(m[1], "about "))
+			if err != nil || d < 30*time.Minute {
+				t.Errorf("web20-max --quick: %q, want over 30 minutes", m[1])
+			}
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/fio"
 )
 
 type runFlags struct {
@@ -418,16 +419,19 @@ func (a *app) showCmd() *cobra.Command {
 func (a *app) studiesCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "studies",
-		Short: "List the built-in studies",
-		Args:  cobra.NoArgs,
+		Short: "List the built-in studies, with how long each takes here, --quick and in full",
+		Long: "List the built-in studies. Beside each, the duration a run of it would print before its first trial on this machine, " +
+			"--quick and in full (each workload's own estimate and typical start-up costs), or why it cannot run here as it stands.",
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			infos, err := study.Builtins()
 			if err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "STUDY\t--QUICK\tFULL\tWHAT\n")
 			for _, i := range infos {
-				fmt.Fprintf(tw, "%s\t%s\n", i.Name, i.Description)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, a.expected(i.Name, true), a.expected(i.Name, false), i.Description)
 			}
 			return tw.Flush()
 		},
@@ -458,4 +462,25 @@ func (a *app) workloadsCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// expected is the duration a run of built-in study name would print before
+// its first trial here ("about 12m"), or in a word why it cannot run here
+// ("refused: ...", its reason in `nearnative run`).
+func (a *app) expected(name string, quick bool) string {
+	st, err := study.Load(name, a.reg)
+	if err == nil {
+		err = st.Apply(study.Overrides{Quick: quick}, a.reg)
+	}
+	var d time.Duration
+	if err == nil {
+		d, err = engine.Expected(st, a.reg)
+	}
+	switch {
+	case errors.Is(err, fio.ErrNoSpace):
+		return "too big for this disk"
+	case err != nil:
+		return "refused here"
+	}
+	return "about " + d.Round(time.Minute/6).String()
 }

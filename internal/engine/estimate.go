@@ -65,3 +65,24 @@ func closeInstances(instances map[string]workload.Instance, p Progress) {
 		}
 	}
 }
+
+// Expected is the estimate a run of st (already Applied) prints before its
+// first trial: every round, warm-up included, of its workloads' instances
+// made from reg. An instance that refuses this machine's settings is the
+// error.
+func Expected(st *study.Study, reg *workload.Registry) (time.Duration, error) {
+	instances := map[string]workload.Instance{}
+	defer closeInstances(instances, nil)
+	for _, w := range st.Workloads {
+		kind, ok := reg.Get(w.Kind)
+		if !ok {
+			return 0, fmt.Errorf("workload %s: unknown kind %q", w.Name, w.Kind)
+		}
+		in, err := kind.New(w.Values)
+		if err != nil {
+			return 0, fmt.Errorf("workload %s: %w", w.Name, err)
+		}
+		instances[w.Name] = in
+	}
+	return Estimate(st, instances, st.Warmup+st.Rounds), nil
+}
