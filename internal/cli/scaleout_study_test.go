@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/study"
 )
 
@@ -46,5 +47,33 @@ func TestScaleoutStudy(t *testing.T) {
 	}
 	if k := s.Workloads[0].Values.Int("keyspace"); k != 200000 {
 		t.Errorf("--quick keyspace %d", k)
+	}
+}
+
+// TestScaleoutMetricNames: every metric the report's speedup summary and
+// figure read is one the redis-scaleout workload reports, under the same
+// name (the two packages spell them apart).
+func TestScaleoutMetricNames(t *testing.T) {
+	reg := Registry()
+	s, err := study.Load("redis-scaleout", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(study.Overrides{Quick: true}, reg); err != nil {
+		t.Fatal(err)
+	}
+	kind, _ := reg.Get("redis-scaleout")
+	in, err := kind.New(s.Workloads[0].Values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, m := range in.Metrics() {
+		have[m.Name] = true
+	}
+	for _, m := range report.ScaleoutMetrics {
+		if !have[m] {
+			t.Errorf("the report reads %s, which redis-scaleout does not report", m)
+		}
 	}
 }

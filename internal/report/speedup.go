@@ -25,6 +25,10 @@ const (
 	speedupBusyMax    = "cpu_busy_max_pct"
 )
 
+// ScaleoutMetrics are all the metric names the speedup summary and figure
+// read; a scale-out workload must report each of them under that name.
+var ScaleoutMetrics = []string{SpeedupBaseline, SpeedupScaleout, SpeedupMetric, speedupRedisCPU, speedupMigrations, speedupBusyMin, speedupBusyMax}
+
 // NUMANodes reads the NUMA node count from a run's stored environment (0
 // when it was not captured or does not decode).
 func NUMANodes(env json.RawMessage) int {
