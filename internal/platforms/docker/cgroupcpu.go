@@ -7,9 +7,6 @@ import (
 	"github.com/nearnative/nearnative/internal/cgroup"
 )
 
-// cgroupRoot is where the cgroup file systems are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
 // cgroupCPU reads the CPU time of container id from the cgroup file system
 // under root, where the engine runs on this machine's kernel (see
 // cgroup.UsageAt), under the cgroupfs driver's docker/<id> or the systemd

@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/nearnative/nearnative/internal/cgroup"
 )
 
 // server is a started container.
@@ -154,7 +155,7 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 // (about a second per call, which a topology of several containers pays
 // for each of them before and after every load).
 func (e *Engine) CPUTime(ctx context.Context, id, name string) (time.Duration, error) {
-	if d, ok := cgroupCPU(cgroupRoot, id); ok {
+	if d, ok := cgroupCPU(cgroup.Root, id); ok {
 		return d, nil
 	}
 	resp, err := e.cli.ContainerStatsOneShot(ctx, id)

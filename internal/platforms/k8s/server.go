@@ -184,13 +184,10 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 	cid, uid, node := s.pd.cids[s.m.container()], s.pd.uid, s.pd.nodeName
 	s.pd.mu.Unlock()
 	if f.NodeLocal && node == f.Node {
-		return cgroupCPU(CgroupRoot, uid, cid)
+		return cgroupCPU(cgroup.Root, uid, cid)
 	}
 	return s.summaryCPU(ctx, node)
 }
-
-// CgroupRoot is where the cgroup hierarchies are mounted.
-var CgroupRoot = "/sys/fs/cgroup"
 
 // cgroupCPU reads the CPU time of container cid of pod uid from kubelet's
 // cgroups (cgroupfs driver) under root, in any QoS class (see
@@ -265,7 +262,7 @@ func (pd *pod) cpuset(container string) string {
 		return ""
 	}
 	for _, qos := range []string{"", "burstable", "besteffort"} {
-		if b, err := os.ReadFile(filepath.Join(CgroupRoot, "cpuset", "kubepods", qos, "pod"+uid, cid, "cpuset.cpus")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(cgroup.Root, "cpuset", "kubepods", qos, "pod"+uid, cid, "cpuset.cpus")); err == nil {
 			return strings.TrimSpace(string(b))
 		}
 	}
