@@ -362,18 +362,21 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 }
 
 // traces reads the find-max steps of every trial of s that searched (none
-// when the store keeps no steps), ordered by workload, platform (the
-// study's order) and round. Only the reports that show them (show, report
+// when the store keeps no steps), ordered by workload and platform (the
+// study's orders) and round. Only the reports that show them (show, report
 // --html) read them: a query per trial.
 func (s storedRun) traces(ctx context.Context, db store.Store) ([]report.Trace, error) {
 	ss, ok := db.(store.StepStore)
 	if !ok {
 		return nil, nil
 	}
-	order := map[string]int{}
+	order, wOrder := map[string]int{}, map[string]int{}
 	if s.study != nil {
 		for i, p := range s.study.Platforms {
 			order[p.Name] = i
+		}
+		for i, w := range s.study.Workloads {
+			wOrder[w.Name] = i
 		}
 	}
 	var out []report.Trace
@@ -389,12 +392,15 @@ func (s storedRun) traces(ctx context.Context, db store.Store) ([]report.Trace, 
 		if _, ok := order[t.Platform]; !ok {
 			order[t.Platform] = len(order)
 		}
+		if _, ok := wOrder[t.Workload]; !ok {
+			wOrder[t.Workload] = len(wOrder)
+		}
 		out = append(out, report.Trace{Workload: t.Workload, Platform: t.Platform, Round: t.Round, Warmup: t.Warmup, Error: t.Error, Steps: steps})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if a.Workload != b.Workload {
-			return a.Workload < b.Workload
+		if wOrder[a.Workload] != wOrder[b.Workload] {
+			return wOrder[a.Workload] < wOrder[b.Workload]
 		}
 		if order[a.Platform] != order[b.Platform] {
 			return order[a.Platform] < order[b.Platform]
