@@ -1,7 +1,9 @@
 // Package testenv gives integration tests the real environment `make setup`
-// prepares: the Docker engine and the current workload image. Under make
-// test (root, not -short) a missing piece means setup is broken, so these
-// helpers fail the test rather than skip it.
+// prepares: the Docker engine and the current workload image, the built-in
+// platforms and guests, the test binary as guest agent and child driver,
+// and ways to watch a trial and break it on purpose. Under make test (root,
+// not -short) a missing piece means setup is broken, so these helpers fail
+// the test rather than skip it.
 package testenv
 
 import (

@@ -14,7 +14,6 @@ import (
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
-	"github.com/nearnative/nearnative/internal/workload/workloadtest"
 )
 
 // trialParams make a whole find-max trial short enough for a test: the
@@ -43,7 +42,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 		t.Run(k, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			log, series := &search.MemLog{}, &workloadtest.Series{}
+			log, series := &search.MemLog{}, &testenv.Series{}
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + k, Platform: ps[k], Host: ps[platform.Native],
 				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
 			steps, _ := log.Steps(ctx)
@@ -124,9 +123,9 @@ func TestTrialStopsUnit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			series := &workloadtest.Series{AtStep: func(step int) {
+			series := &testenv.Series{AtStep: func(step int) {
 				if step == 0 && tt.kill != "" {
-					workloadtest.KillProcs(t, run, tt.kill)
+					testenv.KillProcs(t, run, tt.kill)
 				}
 			}}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -14,7 +14,6 @@ import (
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/workload"
-	"github.com/nearnative/nearnative/internal/workload/workloadtest"
 )
 
 // quickParams make a search short enough for a test, with a limit that a
@@ -57,7 +56,7 @@ func findMax(t *testing.T, params map[string]string, kinds []string, check func(
 		t.Run(k, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			log, series := &search.MemLog{}, &workloadtest.Series{}
+			log, series := &search.MemLog{}, &testenv.Series{}
 			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[k], Duration: 500 * time.Millisecond,
 				RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
 			if err != nil {
@@ -135,9 +134,9 @@ func TestServerDiesMidTrial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	series := &workloadtest.Series{AtStep: func(step int) {
+	series := &testenv.Series{AtStep: func(step int) {
 		if step == 1 {
-			workloadtest.KillProcs(t, run, "nginx")
+			testenv.KillProcs(t, run, "nginx")
 		}
 	}}
 	raw := filepath.Join(root, "raw")

@@ -1,7 +1,4 @@
-// Package workloadtest helps the workloads' integration tests watch a
-// trial and break it on purpose: a series sink that can act after a step,
-// and a way to kill a run's servers as a crash would.
-package workloadtest
+package testenv
 
 import (
 	"context"
@@ -16,6 +13,10 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/runid"
 )
+
+// This file helps integration tests watch a trial and break it on purpose:
+// a series sink that can act after a step, and a way to kill a run's
+// servers as a crash would.
 
 // Series is a workload.SeriesSink that notes which steps stored a series
 // and, when AtStep is set, calls it after each.
