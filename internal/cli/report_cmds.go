@@ -254,7 +254,7 @@ the exact commands run. --html - writes it to standard output.`,
 			return a.writeOutputs([]outFile{{"--html", htmlOut, data}}, "")
 		},
 	}
-	c.Flags().StringVar(&htmlOut, "html", "", "write the report as HTML to this file (- for standard output)")
+	c.Flags().StringVar(&htmlOut, "html", "", "write the report as HTML to this `FILE` (- for standard output)")
 	return c
 }
 
@@ -325,7 +325,7 @@ old spellings, still work and say so.)
 	}
 	fl := c.Flags()
 	fl.StringVar(&format, "format", "csv", "csv or json")
-	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this file (- for standard output)")
+	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this `FILE` (- for standard output)")
 	fl.StringVar(&csvOut, "csv", "", "write the trials as CSV to this file")
 	fl.StringVar(&jsonOut, "json", "", "write the trials as JSON to this file")
 	fl.MarkHidden("csv")
@@ -367,9 +367,10 @@ func (a *app) compareCmd() *cobra.Command {
 		Use:   "compare RUN_A RUN_B [RUN...]",
 		Short: "Compare the same workloads, metrics and platforms across stored runs",
 		Long: `Print, for every workload, metric and platform the runs have in common, the
-mean in each run and each later run's ratio to the first with a 95% CI (` + compareInterval() + `
-over the two runs' counted trials: rounds of different runs are not paired),
-and ~, better or worse.
+mean in each run and each later run's ratio to the first with a 95% CI over
+the two runs' counted trials, and ~, better or worse. The interval is
+` + compareInterval() + `
+(rounds of different runs are not paired).
 
 With --fail-if-slower X%, exit 1 when any primary (non-diagnostic) metric of a
 later run is significantly worse than the first run's (CI excludes 1) by more

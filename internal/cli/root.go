@@ -187,7 +187,7 @@ reports every platform relative to native with a 95% confidence interval.`,
 		defaultDB = env
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", defaultDB, "result database: a SQLite file or a postgres:// DSN (env NEARNATIVE_DB)")
-	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of `nearnative cluster up`)")
+	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of nearnative cluster up)")
 	root.PersistentPreRunE = a.applyKubeconfig
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath()))

@@ -58,7 +58,8 @@ runs each workload on every platform once, in a fresh random order (as listed
 with order: fixed). The study's warm-up rounds run first and are not counted
 (warmup: in the file, 1 unless the study says otherwise; several built-in
 studies set 0, --quick ones among them). Each platform is reported relative to
-the baseline with a 95% CI over the counted rounds, ` + pairedInterval() + `.
+the baseline with a 95% CI over the counted rounds,
+` + pairedInterval() + `.
 Each trial is stored the moment it ends, so an interrupted run continues with
 --resume RUN.
 
@@ -98,10 +99,10 @@ nothing (-q); the table goes to standard output, or to standard error when
 	fl.StringVar(&f.ciMetrics, "ci-metrics", "", "comma-separated metrics --until-ci applies to (default: every non-diagnostic metric)")
 	fl.DurationVar(&f.trial, "trial", 0, "trial length (overrides the study)")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random trial order (default: chosen and recorded)")
-	fl.StringVar(&f.jsonOut, "json", "", "also write the results (the document `show RUN --json` writes) as JSON to this file (- for standard output)")
+	fl.StringVar(&f.jsonOut, "json", "", "also write the results, the document show --json writes, as JSON to this `FILE` (- for standard output)")
 	fl.StringVar(&f.resume, "resume", "", "continue an interrupted run without repeating its stored trials")
 	fl.StringVar(&f.workloads, "workloads", "", "comma-separated workloads of the study to run (wins over the quick block's)")
-	fl.StringArrayVar(&f.set, "set", nil, "set a workload parameter, workload.param=value (repeatable; checked as the study file's params)")
+	fl.StringArrayVar(&f.set, "set", nil, "set a workload parameter, `workload.param=value` (repeatable; checked as the study file's params)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print the table only: no progress lines")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line per trial as it ends (the default)")
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
@@ -506,7 +507,7 @@ also writes the run's results as JSON, the document run --json writes; with
 			return a.render(c.Context(), args[0], jsonOut, warnings, text)
 		},
 	}
-	c.Flags().StringVar(&jsonOut, "json", "", "also write the run's results as JSON to this file (- for standard output, alone)")
+	c.Flags().StringVar(&jsonOut, "json", "", "also write the run's results as JSON to this `FILE` (- for standard output, alone)")
 	c.RegisterFlagCompletionFunc("json", jsonFileCompletion)
 	c.Flags().BoolVar(&warnings, "warnings", false, "list every warning of the run instead of the report (the report has one line per kind)")
 	return c

@@ -116,7 +116,7 @@ file. (--json FILE, the old spelling, still works and says so.)`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&format, "format", "json", "json (the only format)")
-	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this file (- for standard output)")
+	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this `FILE` (- for standard output)")
 	fl.StringVar(&jsonOut, "json", "", "write the series as JSON to this file")
 	fl.MarkHidden("json")
 	c.RegisterFlagCompletionFunc("format", fixedValues("json"))
