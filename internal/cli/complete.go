@@ -55,16 +55,17 @@ func firstClause(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// completeRuns offers the stored runs' IDs, newest first, and "last". It
+// completeRuns offers the stored runs' IDs, newest first, and with last
+// "last", for commands that take up to max of them (0: any number). It
 // opens the result database only when it exists (a SQLite file) or is a
 // server, so completing never creates one.
-func (a *app) completeRuns(max int) cobra.CompletionFunc {
+func (a *app) completeRuns(max int, last bool) cobra.CompletionFunc {
 	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if max > 0 && len(args) >= max {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		out := []string{}
-		if strings.HasPrefix("last", toComplete) {
+		if last && strings.HasPrefix("last", toComplete) {
 			out = append(out, "last\tthe newest run")
 		}
 		if !strings.Contains(a.db, "://") {

@@ -60,6 +60,9 @@ func TestCompletion(t *testing.T) {
 	has(complete(t, db, "show", ""), "last", string(a), string(b))
 	has(complete(t, db, "compare", string(a), ""), string(b))
 	has(complete(t, db, "export", "last", "--format", ""), "csv", "json")
+	if got := complete(t, db, "cleanup", ""); len(got) != 2 || got[0] != string(b) {
+		t.Errorf("cleanup takes a full run ID, newest first, not last: %q", got)
+	}
 	if got := complete(t, db, "show", string(a), ""); len(got) != 0 {
 		t.Errorf("show takes one run, yet a second is offered: %q", got)
 	}

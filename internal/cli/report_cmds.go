@@ -226,7 +226,7 @@ the exact commands run. --html - writes it to standard output.`,
 		Example: `  nearnative report last --html report.html
   nearnative report 20261126-0912 --html - > run.html`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: a.completeRuns(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			if htmlOut == "" {
 				return withCode(ExitBadInput, errors.New("where to? give --html FILE"))
@@ -275,7 +275,7 @@ old spellings, still work and say so.)
   nearnative export last --format json | jq '.[0]'
   nearnative export 20261126-0912 --format csv -o trials.csv`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: a.completeRuns(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			type output struct {
 				flag, path string
@@ -378,7 +378,7 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 		Example: `  nearnative compare 20261120-0800 last
   nearnative compare baseline-run last --fail-if-slower 5%`,
 		Args:              cobra.MinimumNArgs(2),
-		ValidArgsFunction: a.completeRuns(0),
+		ValidArgsFunction: a.completeRuns(0, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			threshold := -1.0
 			if failIfSlower != "" {

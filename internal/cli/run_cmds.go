@@ -111,7 +111,7 @@ nothing (-q); the table goes to standard output, or to standard error when
 	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
 	c.RegisterFlagCompletionFunc("workloads", a.completeWorkloads)
 	c.RegisterFlagCompletionFunc("set", a.completeSet)
-	c.RegisterFlagCompletionFunc("resume", a.completeRuns(0))
+	c.RegisterFlagCompletionFunc("resume", a.completeRuns(0, true))
 	c.RegisterFlagCompletionFunc("json", jsonFileCompletion)
 	return c
 }
@@ -495,7 +495,7 @@ also writes the run's results as JSON, the document run --json writes; with
   nearnative show last --json - | jq .
   nearnative show 20261126-0912 --warnings`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: a.completeRuns(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			if warnings && jsonOut != "" {
 				return withCode(ExitBadInput, errors.New("--warnings lists the run's warnings, --json writes its results: give one"))

@@ -52,7 +52,7 @@ file. (--json FILE, the old spelling, still works and says so.)`,
 		Example: `  nearnative series last | jq '.trials[0].steps'
   nearnative series 20261126-0912 -o series.json`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: a.completeRuns(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			flag := "-o"
 			oldSpelling(a.stderr, c, "json", "--format json -o FILE (--json on run and show writes the run's results)")

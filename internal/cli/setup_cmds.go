@@ -149,7 +149,7 @@ RUN only that run's resources are removed.`,
 		Example: `  nearnative cleanup
   nearnative cleanup 20261126-091200-ab12`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: a.completeRuns(1),
+		ValidArgsFunction: a.completeRuns(1, false), // a full ID: cleanup takes no "last"
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			var o cleanup.Options
