@@ -3,6 +3,8 @@ package study
 import (
 	"strings"
 	"testing"
+
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // TestOverrideWorkloadsAndParams: --workloads picks workloads (winning
@@ -10,7 +12,13 @@ import (
 // every workload of a kind, checked as the file's params are, the error
 // naming the flag, the parameter and what it takes.
 func TestOverrideWorkloadsAndParams(t *testing.T) {
-	reg := testRegistry()
+	// testRegistry's, with a sleep that has a parameter naming platforms.
+	redis, _ := testRegistry().Get("redis")
+	reg := workload.NewRegistry(redis, fakeWorkload{name: "sleep", params: []workload.Param{
+		{Name: "length", Type: workload.Duration, Default: "10s", Quick: "1s"},
+		{Name: "label", Type: workload.String, Default: "x"},
+		{Name: "on", Type: workload.String, Optional: true, Platforms: true, Keywords: []string{"all"}},
+	}})
 	src := `name: o
 platforms: [native]
 workloads:
@@ -49,6 +57,8 @@ quick: {rounds: 5, workloads: [a]}
 		{"bad value", Overrides{Params: set("r.clients=0")}, "--set r.clients=0: parameter clients: 0 is below the minimum 1 (clients takes an integer of at least 1; default 1000)", true},
 		{"bad enum", Overrides{Params: set("r.op=put")}, `--set r.op=put: parameter op: "put" is not one of set, get (op takes one of set, get; default set)`, true},
 		{"unknown parameter", Overrides{Params: set("r.nope=1")}, `--set r.nope=1: workload r (redis): unknown parameter "nope" (known: op, clients`, true},
+		{"platforms a parameter names", Overrides{Params: set("a.on=native,all")}, "a:x:10s: b:y:10s: r:::1000", false},
+		{"a platform the study lacks", Overrides{Params: set("a.on=docker-nat")}, `--set a.on=docker-nat: parameter on: "docker-nat" is not a platform of this study (native or all)`, true},
 		{"not in the run", Overrides{Quick: true, Params: set("b.label=z")}, `--set b.label=z: no workload "b" in this run (its workloads: a (sleep))`, true},
 	}
 	for _, tc := range tests {

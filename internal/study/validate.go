@@ -595,6 +595,11 @@ func (s *Study) setParams(sets []ParamSet, reg *workload.Registry) error {
 				}
 				return fmt.Errorf("--set %s: workload %s (%s): %w", ps, w.Name, w.Kind, err)
 			}
+			if j := slices.IndexFunc(params, func(p workload.Param) bool { return p.Name == ps.Param }); j >= 0 {
+				if err := checkPlatformNames(params[j], ps.Value, s.PlatformNames()); err != nil {
+					return fmt.Errorf("--set %s: parameter %s: %w", ps, ps.Param, err)
+				}
+			}
 			p := maps.Clone(w.Params)
 			if p == nil {
 				p = map[string]string{}
