@@ -148,26 +148,46 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Run executes the command line args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a := &app{stdout: stdout, stderr: stderr, dir: state.Home(), reg: Registry()}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	// An unknown command is found before any command runs: Find's error is
+	// the usage error, whatever its wording. (Shell completion's hidden
+	// request command is added by Execute itself.)
+	if len(args) == 0 || (args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd) {
+		if _, _, err := root.Find(args); err != nil {
+			return withCode(ExitBadInput, fmt.Errorf("%w (see `nearnative --help`)", err))
+		}
+	}
+	return root.ExecuteContext(ctx)
+}
+
+// rootCmd builds nearnative's command tree, writing to a's stdout and
+// stderr.
+func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "nearnative",
 		Short: "What does a container, a network mode, a VM cost your workload compared to native?",
 		Long: `nearnative starts the same server software natively, in Docker containers with
-several network paths, in a QEMU VM and in Docker inside it; drives it with the same load in
-randomised interleaved rounds; and reports every platform relative to native
-with a 95% confidence interval.`,
+several network paths, in a QEMU VM and in Docker inside it, and in Kubernetes
+pods; drives it with the same load in randomised interleaved rounds; and
+reports every platform relative to native with a 95% confidence interval.`,
+		Example: `  nearnative doctor
+  nearnative studies
+  nearnative run redis --quick
+  nearnative show last --json - | jq .
+  source <(nearnative completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String(),
 	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	defaultDB := a.dir.DB()
 	if env := os.Getenv("NEARNATIVE_DB"); env != "" {
 		defaultDB = env
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", defaultDB, "result database: a SQLite file or a postgres:// DSN (env NEARNATIVE_DB)")
-	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of `nearnative cluster up`)")
+	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of nearnative cluster up)")
 	root.PersistentPreRunE = a.applyKubeconfig
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath()))
@@ -178,13 +198,13 @@ with a 95% confidence interval.`,
 		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
 		a.clusterCmd(),
 	)
+	// cobra adds help and completion when it executes; added now, they are
+	// found below and get examples like every other command.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	completionExamples(root)
 	badInputArgs(root)
-	// An unknown command is found before any command runs: Find's error is
-	// the usage error, whatever its wording.
-	if _, _, err := root.Find(args); err != nil {
-		return withCode(ExitBadInput, fmt.Errorf("%w (see `nearnative --help`)", err))
-	}
-	return root.ExecuteContext(ctx)
+	return root
 }
 
 // badInputArgs makes every command's argument check (cobra.ExactArgs and
@@ -204,11 +224,37 @@ func badInputArgs(c *cobra.Command) {
 	}
 }
 
+// completionExamples gives cobra's help and completion commands examples,
+// as every command of nearnative's has.
+func completionExamples(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = "  nearnative help run\n  nearnative help studies show"
+		case "completion":
+			c.Example = "  source <(nearnative completion bash)\n  nearnative completion zsh > \"${fpath[1]}/_nearnative\""
+			for _, sh := range c.Commands() {
+				switch sh.Name() {
+				case "bash":
+					sh.Example = "  source <(nearnative completion bash)\n  nearnative completion bash > /etc/bash_completion.d/nearnative"
+				case "zsh":
+					sh.Example = "  nearnative completion zsh > \"${fpath[1]}/_nearnative\""
+				case "fish":
+					sh.Example = "  nearnative completion fish > ~/.config/fish/completions/nearnative.fish"
+				default:
+					sh.Example = "  nearnative completion " + sh.Name() + " > nearnative-completion"
+				}
+			}
+		}
+	}
+}
+
 func (a *app) versionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print nearnative's version and commit",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print nearnative's version and commit",
+		Example: "  nearnative version\n  nearnative --version",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			fmt.Fprintln(a.stdout, "nearnative "+version.String())
 			return nil

@@ -24,7 +24,14 @@ func (a *app) doctorCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run the built-in studies, and say how to fix what is missing",
-		Args:  cobra.NoArgs,
+		Long: `Check root, the Docker engine, the workload image (and that host and image run
+the same package versions), the workload tools, the Kubernetes cluster, cgroups,
+the CPUs and memory, and which acceleration a QEMU guest gets (it boots one:
+seconds with KVM, up to a minute without). Each failed check carries the command
+that fixes it; the exit code is 3 when a built-in study cannot run.`,
+		Example: `  nearnative doctor
+  nearnative doctor --skip-vm`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			checks := doctor.Run(c.Context(), o)
 			for _, ch := range checks {
@@ -50,7 +57,9 @@ func (a *app) platformsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "platforms",
 		Short: "List the platforms and whether each can run here",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative platforms
+  nearnative run redis --platforms native,docker-host`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			engine := &platformset.Engine{}
@@ -88,13 +97,15 @@ func (a *app) platformsCmd() *cobra.Command {
 }
 
 func (a *app) imageCmd() *cobra.Command {
-	c := &cobra.Command{Use: "image", Short: "Build or inspect the workload image"}
+	c := &cobra.Command{Use: "image", Short: "Build the workload image", Example: "  nearnative image build\n  nearnative image build --rebuild"}
 	var rebuild bool
 	var ref string
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the workload image from Debian packages (seconds when nothing changed)",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative image build
+  nearnative image build --rebuild`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			eng, err := docker.Connect(ctx)
@@ -130,7 +141,15 @@ func (a *app) cleanupCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cleanup [RUN]",
 		Short: "Remove what crashed runs left behind: containers, networks, processes, cgroups, temp dirs",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Remove what runs that ended without tearing down left behind, found by the
+run labels everything carries: containers, networks, Kubernetes namespaces,
+VMs, processes, cgroups, network namespaces and links, temporary directories.
+Runs whose nearnative process is still alive are skipped unless --force; with
+RUN only that run's resources are removed.`,
+		Example: `  nearnative cleanup
+  nearnative cleanup 20261126-091200-ab12`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: a.completeRuns(1, false), // a full ID: cleanup takes no "last"
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			var o cleanup.Options
