@@ -43,6 +43,7 @@ type runFlags struct {
 	skipUnavailable bool
 	image           string
 	noWait          bool
+	noReap          bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -77,6 +78,7 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
+	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	return c
 }
 
@@ -189,7 +191,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.New("host", env, a.dir, platform.Options{})
 		},
-		NoWait: f.noWait, Notes: notes,
+		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap),
 	})
 	for name, why := range opener.Skipped {
 		fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
@@ -381,6 +383,11 @@ func (a *app) runsCmd() *cobra.Command {
 			runs, err := db.Runs(ctx)
 			if err != nil {
 				return err
+			}
+			if bad, err := db.InvalidRuns(ctx); err == nil {
+				for _, id := range bad {
+					fmt.Fprintf(a.stderr, "skipped a stored run with ID %q: not a run ID (not written by nearnative); left alone\n", id)
+				}
 			}
 			if len(runs) == 0 {
 				fmt.Fprintf(a.stdout, "no runs stored in %s yet: try `nearnative run redis --quick`\n", a.db)

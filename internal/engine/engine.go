@@ -100,6 +100,14 @@ type Config struct {
 	// the caller found before it started, such as an environment capture
 	// that failed in part.
 	Notes []store.RunNote
+	// Reap, when set, deals with what crashed runs left on the machine
+	// (processes, containers, namespaces, ...) before anything of this run
+	// starts: it is called once, under the measuring lock, with this run's
+	// ID and whether the run is resumed (its own earlier process may have
+	// left things too), and says each thing worth a line through log. It
+	// returns warnings to store with the run (leftovers it could not
+	// remove, or left on purpose); an error stops the run.
+	Reap func(ctx context.Context, run runid.ID, resumed bool, log func(format string, args ...any)) (warnings []string, err error)
 }
 
 // Outcome is how a run ended.
@@ -133,8 +141,8 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	// One run measures at a time: a second one waits here, before it
 	// starts anything, and says for whom.
 	machine, err := cfg.Dir.AcquireMachine(ctx, state.Holder{Run: r.ID, Study: st.Name, PID: os.Getpid(), Since: time.Now()}, !cfg.NoWait,
-		func(h state.Holder) {
-			cfg.Progress.Logf("waiting: the machine is being measured by %s (Ctrl-C stops waiting; --no-wait exits instead)", h)
+		func(p state.Place) {
+			cfg.Progress.Logf("waiting: the machine is being measured by %s; this run is %s (Ctrl-C stops waiting; --no-wait exits instead)", p.Holder, p)
 		})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -143,6 +151,19 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	defer machine.Release()
+	var reapNotes []store.RunNote
+	if cfg.Reap != nil {
+		warnings, err := cfg.Reap(ctx, r.ID, cfg.Resume != "", cfg.Progress.Logf)
+		if ctx.Err() != nil {
+			return out, ErrInterrupted
+		}
+		if err != nil {
+			return out, err
+		}
+		for _, w := range warnings {
+			reapNotes = append(reapNotes, store.RunNote{Kind: store.NoteWarning, Subject: "machine", Text: w})
+		}
+	}
 
 	instances := map[string]workload.Instance{}
 	for _, w := range st.Workloads {
@@ -204,7 +225,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	out.Stored = true
-	notes := append([]store.RunNote{}, cfg.Notes...)
+	notes := append(append([]store.RunNote{}, cfg.Notes...), reapNotes...)
 	for _, p := range st.Platforms {
 		if why, ok := opened.Skipped[p.Name]; ok {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})

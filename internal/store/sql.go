@@ -204,7 +204,11 @@ func (s *sqlStore) Run(ctx context.Context, ref string) (Run, error) {
 	var runs []Run
 	var err error
 	if ref == RefLast {
-		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r`+newestFirst+` LIMIT 1`)
+		var last runid.ID
+		if last, err = s.newest(ctx); err != nil {
+			return Run{}, err
+		}
+		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, string(last))
 	} else {
 		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r
 			WHERE r.id = ? OR substr(r.id, 1, ?) = ?`+newestFirst, ref, len(ref), ref)
@@ -224,6 +228,56 @@ func (s *sqlStore) Run(ctx context.Context, ref string) (Run, error) {
 		return runs[0], nil
 	}
 	return Run{}, ambiguousError(ref, len(runs))
+}
+
+// newest is the ID of the newest run with a valid ID ("" when none).
+func (s *sqlStore) newest(ctx context.Context) (runid.ID, error) {
+	ids, err := s.ids(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range ids {
+		if runid.ID(id).Valid() {
+			return runid.ID(id), nil
+		}
+	}
+	return "", nil
+}
+
+// ids lists every stored run ID as stored, newest first.
+func (s *sqlStore) ids(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT r.id FROM runs r`+newestFirst))
+	if err != nil {
+		return nil, fmt.Errorf("reading runs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reading runs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading runs: %w", err)
+	}
+	return ids, nil
+}
+
+// InvalidRuns implements Store.
+func (s *sqlStore) InvalidRuns(ctx context.Context) ([]string, error) {
+	ids, err := s.ids(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	for _, id := range ids {
+		if !runid.ID(id).Valid() {
+			bad = append(bad, id)
+		}
+	}
+	return bad, nil
 }
 
 // Runs implements Store.
@@ -249,6 +303,12 @@ func (s *sqlStore) queryRuns(ctx context.Context, query string, args ...any) ([]
 			return nil, fmt.Errorf("reading runs: %w", err)
 		}
 		r.ID = runid.ID(id)
+		if !r.ID.Valid() {
+			// Not written by nearnative (CreateRun checks the form): the
+			// ID must not name a run directory or a lock. InvalidRuns
+			// lists such rows.
+			continue
+		}
 		if r.Started, err = parseTime(started); err != nil {
 			return nil, fmt.Errorf("reading run %s: %w", id, err)
 		}
