@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -58,7 +59,7 @@ type guestConfig struct {
 type guest struct {
 	cfg     guestConfig
 	cmd     *exec.Cmd
-	done    chan struct{}
+	done    <-chan struct{}
 	tap     string
 	tmp     string
 	qmp     string
@@ -168,14 +169,13 @@ func (g *guest) start(ctx context.Context) error {
 	g.cmd.Stdout, g.cmd.Stderr = stderr, stderr
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g.cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(cfg.Run))
-	if err := g.cmd.Start(); err != nil {
+	// The guest dies with nearnative (deathsig): an emulated guest left
+	// behind would burn a core beside the next run.
+	proc, err := deathsig.Start(g.cmd)
+	if err != nil {
 		return fmt.Errorf("starting qemu: %w", err)
 	}
-	g.done = make(chan struct{})
-	go func() {
-		g.cmd.Wait()
-		close(g.done)
-	}()
+	g.done = proc.Done()
 	timeout := BootTimeoutTCG
 	if cfg.Accel == "kvm" {
 		timeout = BootTimeoutKVM
