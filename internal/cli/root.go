@@ -9,7 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
+	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -114,31 +115,54 @@ func ExitCode(err error) int {
 }
 
 // Main runs nearnative with args and returns the process exit code. The first
-// SIGINT, SIGTERM or SIGHUP cancels the command's context so it stops
-// gracefully and tears down what it made; a second one exits at once.
+// SIGINT, SIGTERM or SIGHUP (those not inherited as ignored, as nohup ignores
+// SIGHUP) cancels the command's context so it stops gracefully and tears down
+// what it made; a second one exits at once. A closed stdout or stderr (the
+// reader of a pipe gone) stops the command the same graceful way: SIGPIPE
+// does not kill it, later writes are dropped, and it exits ExitBrokenPipe.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer ignoreSIGPIPE()()
+	var (
+		once   sync.Once
+		broken atomic.Bool
+	)
+	errOut := &pipeGuard{w: stderr, once: &once}
+	out := &pipeGuard{w: stdout, once: &once}
+	pipeGone := func() {
+		broken.Store(true)
+		// On the other stream, which may still be read (`| head` takes
+		// only stdout).
+		fmt.Fprintln(errOut, "\nnearnative: output closed (broken pipe): stopping gracefully and removing what this run made")
+		cancel()
+	}
+	errOut.gone, out.gone = pipeGone, pipeGone
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, stopSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
 		s, ok := <-sigs
 		if !ok {
 			return
 		}
-		fmt.Fprintf(stderr, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
+		fmt.Fprintf(errOut, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
 		cancel()
 		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "second signal: exiting now; `nearnative cleanup` removes what is left")
+			fmt.Fprintln(errOut, "second signal: exiting now; `nearnative cleanup` removes what is left")
 			os.Exit(ExitInterrupted)
 		}
 	}()
-	err := Run(ctx, args, stdout, stderr)
-	if err == nil {
+	err := Run(ctx, args, out, errOut)
+	if err == nil && !broken.Load() {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "nearnative: "+err.Error())
+	if err != nil {
+		fmt.Fprintln(errOut, "nearnative: "+err.Error())
+	}
+	if broken.Load() {
+		return ExitBrokenPipe
+	}
 	if code := ExitCode(err); code != ExitFailure || ctx.Err() == nil {
 		return code
 	}
