@@ -20,9 +20,24 @@ import (
 const busyTimeoutMS = 10000
 
 var sqliteDialect = &dialect{
-	name:     "SQLite",
-	types:    strings.NewReplacer("{{id}}", "INTEGER PRIMARY KEY", "{{blob}}", "BLOB"),
-	classify: classifySQLite,
+	name:      "SQLite",
+	types:     strings.NewReplacer("{{id}}", "INTEGER PRIMARY KEY", "{{blob}}", "BLOB"),
+	classify:  classifySQLite,
+	transient: transientSQLite,
+}
+
+// transientSQLite: a full disk or file system, an I/O error, or another
+// process's lock held past the busy timeout.
+func transientSQLite(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN:
+		return true
+	}
+	return false
 }
 
 func classifySQLite(err error) violation {
