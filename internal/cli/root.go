@@ -92,7 +92,7 @@ func (a *app) openStore(ctx context.Context) (store.Store, error) {
 // cancelled context 130; bad input (a study file's *study.Error, a run
 // reference that matches nothing, engine.ErrConfig) 2; something this
 // machine lacks (platform.ErrUnavailable, the measuring lock held with
-// --no-wait) 3; anything else, I/O and system errors included, 1.
+// --no-wait, a result store that failed, engine.ErrStore) 3; anything else, I/O and system errors included, 1.
 func ExitCode(err error) int {
 	var (
 		ee   *ExitError
@@ -108,7 +108,7 @@ func ExitCode(err error) int {
 		return ExitInterrupted
 	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
 		return ExitBadInput
-	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy):
+	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy), errors.Is(err, engine.ErrStore):
 		return ExitUnavailable
 	}
 	return ExitFailure

@@ -44,6 +44,7 @@ type runFlags struct {
 	image           string
 	noWait          bool
 	noReap          bool
+	storeRetry      time.Duration
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -78,6 +79,7 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
+	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
 	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	return c
 }
@@ -114,6 +116,11 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		return err
 	}
 	defer db.Close()
+	if wr, ok := db.(store.WriteRetrier); ok {
+		p := store.DefaultWritePolicy
+		p.Total = f.storeRetry
+		wr.SetWritePolicy(p)
+	}
 
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
 	if f.resume != "" {
@@ -198,6 +205,10 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	if !out.Stored {
 		return err
+	}
+	if errors.Is(err, engine.ErrStore) {
+		// The database has just failed: no report to read from it.
+		return withCode(ExitUnavailable, fmt.Errorf("run %s stopped: %w", out.Run.ID, err))
 	}
 	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut, false); rerr != nil && err == nil {
 		err = rerr
