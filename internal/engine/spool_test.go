@@ -98,7 +98,7 @@ func TestStoreFailureKeepsTrial(t *testing.T) {
 // TestSpoolRoundTrip: a kept trial decodes to what was kept, NaN included.
 func TestSpoolRoundTrip(t *testing.T) {
 	tr := store.Trial{RunID: "20261121-100000-aaaa", Round: 3, Index: 1, Workload: "w", Platform: "p", Error: "",
-		Metrics: []store.Metric{{Name: "a", Unit: "x", Value: math.NaN()}, {Name: "b", Value: 1.5e-9, Quantile: 0.99, Samples: 7}},
+		Metrics:  []store.Metric{{Name: "a", Unit: "x", Value: math.NaN()}, {Name: "b", Value: 1.5e-9, Quantile: 0.99, Samples: 7}},
 		Commands: []string{"c"}, Notes: []string{"n"}}
 	b, err := encodeSpooled(tr, nil)
 	if err != nil {
