@@ -25,6 +25,12 @@ func (a *app) doctorCmd() *cobra.Command {
 		Short: "Check that this machine can run the built-in studies, and say how to fix what is missing",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Its QEMU boot probe would disturb a run measuring now.
+			release, err := a.holdMachine(c.Context(), "doctor")
+			if err != nil {
+				return err
+			}
+			defer release()
 			checks := doctor.Run(c.Context(), o)
 			for _, ch := range checks {
 				fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
@@ -101,6 +107,11 @@ func (a *app) imageCmd() *cobra.Command {
 				return withCode(ExitUnavailable, err)
 			}
 			defer eng.Close()
+			release, err := a.holdMachine(ctx, "image build")
+			if err != nil {
+				return err
+			}
+			defer release()
 			cfg, err := image.DefaultConfig()
 			if err != nil {
 				return withCode(ExitUnavailable, err)

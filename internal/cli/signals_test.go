@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
 )
 
 // mainEnv makes the test binary run Main with the arguments in the
@@ -107,5 +112,31 @@ func TestPipeGuard(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("gone called %d times, want once", calls)
+	}
+}
+
+// TestCommandsTakeTheMachine: doctor, image build and cluster up/down wait
+// in line for the measuring lock as runs do.
+func TestCommandsTakeTheMachine(t *testing.T) {
+	t.Setenv(state.EnvLockDir, t.TempDir())
+	t.Setenv(state.EnvHome, t.TempDir())
+	holder := state.Holder{Run: runid.New(), Study: "redis", PID: os.Getpid(), Since: time.Now()}
+	l, err := state.Home().AcquireMachine(context.Background(), holder, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	for _, args := range [][]string{{"doctor", "--skip-vm"}, {"cluster", "down"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		var out, errb bytes.Buffer
+		err := Run(ctx, args, &out, &errb)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v while the machine is held: %v, want it to wait until its context ends", args, err)
+		}
+		want := "waiting: the machine is being measured by run " + string(holder.Run)
+		if !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), "is next in line") {
+			t.Errorf("%v said %q, want %q and its place", args, errb.String(), want)
+		}
 	}
 }
