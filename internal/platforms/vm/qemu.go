@@ -133,10 +133,16 @@ func (g *guest) start(ctx context.Context) error {
 		g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])
 	}
 	g.qmp = filepath.Join(g.tmp, "qmp.sock")
+	// The token reaches the guest as a firmware file only root can read,
+	// not on QEMU's command line, which every local user can read in /proc.
+	tokenFile := filepath.Join(g.tmp, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return fmt.Errorf("writing the guest agent's token: %w", err)
+	}
 	appendArgs := strings.Join([]string{
 		"console=ttyS0", "panic=-1", "loglevel=4", "rw",
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
-		vmagent.ParamToken + "=" + token, vmagent.ParamName + "=" + "nn-guest",
+		vmagent.ParamName + "=" + "nn-guest",
 	}, " ")
 	accel, cpu := "tcg,thread=multi", "max"
 	if cfg.Accel == "kvm" {
@@ -147,6 +153,7 @@ func (g *guest) start(ctx context.Context) error {
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", strconv.FormatInt(cfg.MemMiB, 10),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd, "-append", appendArgs,
+		"-fw_cfg", "name=" + vmagent.TokenFwCfg + ",file=" + tokenFile,
 		"-drive", drive,
 		"-netdev", netdev,
 		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
