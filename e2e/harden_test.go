@@ -206,18 +206,7 @@ func TestPipeClosedByHead(t *testing.T) {
 // completes with as many trials as a run without the fault.
 func TestStoreFaultSQLiteFull(t *testing.T) {
 	e := newEnv(t)
-	mnt := filepath.Join(t.TempDir(), "db")
-	if err := os.MkdirAll(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", mnt, err)
-		}
-	})
+	mnt := tmpfs(t, "4m")
 	e.db = filepath.Join(mnt, "results.db")
 	study := e.studyFile(strings.Replace(smallStudy, "[native, docker-nat]", "[native, {name: native-b, base: native}]", 1))
 	filler := filepath.Join(mnt, "filler")
