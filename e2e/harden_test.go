@@ -138,7 +138,7 @@ func TestKillThenRunReaps(t *testing.T) {
 	c.Wait()
 	// Processes die with nearnative (parent-death signal); give the kernel
 	// a moment to deliver it.
-	waitFor(t, "the run's processes to die with it", 10*time.Second, func() bool { return len(processesOf(id)) == 0 })
+	waitFor(t, "the run's processes to die with it", 10*time.Second, func() bool { return len(liveProcesses(e.home, id)) == 0 })
 	if len(containersOf(t, id)) == 0 {
 		t.Fatal("no container left after SIGKILL: the test did not kill mid-trial")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Sweeper finds and removes one kind of resource.
@@ -208,7 +209,9 @@ func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 		var st native.ProcState
 		b, err := os.ReadFile(f)
 		if err == nil && json.Unmarshal(b, &st) == nil && st.PID > 0 {
-			if tick, err := native.StartTick(st.PID); err == nil && tick == st.StartTick {
+			// A zombie (killed with nearnative, not yet reaped by init)
+			// is gone already.
+			if ps, err := sysinfo.ReadProcStat(st.PID); err == nil && ps.StartTime == st.StartTick && ps.State != "Z" {
 				killGroup(st.PID)
 				removed = append(removed, fmt.Sprintf("process group %d (%s, run %s)", st.PID, st.Name, run))
 			}
