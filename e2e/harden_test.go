@@ -353,3 +353,31 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestReapLeavesOtherRuns: a live run of another state directory and lock
+// directory (another engineer's, a test's) is not taken for a crashed one:
+// neither `cleanup` nor a run's reaping touches it, and it completes.
+func TestReapLeavesOtherRuns(t *testing.T) {
+	other := newEnv(t)
+	e := newEnv(t)
+	c, id, _ := other.start("run", other.studyFile(smallStudy))
+	waitFor(t, "a container of the other run", 120*time.Second, func() bool { return len(containersOf(t, id)) > 0 })
+	out, _, code := e.run("cleanup")
+	if code != 0 || strings.Contains(out, "removed ") && strings.Contains(out, string(id)) {
+		t.Errorf("cleanup in another state directory touched the live run %s (exit %d):\n%s", id, code, out)
+	}
+	if !strings.Contains(out, "skipped run "+string(id)+": nothing here says whether it still runs") {
+		t.Errorf("cleanup did not list the other run as unknown:\n%s", out)
+	}
+	study := e.studyFile(strings.Replace(smallStudy, "[native, docker-nat]", "[native, {name: native-b, base: native}]", 1))
+	_, errOut, code := e.run("run", study)
+	if code != 0 || strings.Contains(errOut, "reaped crashed run "+string(id)) {
+		t.Errorf("a run in another state directory reaped the live run %s (exit %d):\n%s", id, code, errOut)
+	}
+	if err := c.Wait(); err != nil {
+		t.Errorf("the other run: %v", err)
+	}
+	if r, err := other.store().Run(context.Background(), string(id)); err != nil || r.Status != "done" || r.Trials != smallTrials {
+		t.Errorf("the other run: %+v, %v; want done with %d trials", r, err, smallTrials)
+	}
+}
