@@ -142,6 +142,15 @@ func TestKillThenRunReaps(t *testing.T) {
 	if len(containersOf(t, id)) == 0 {
 		t.Fatal("no container left after SIGKILL: the test did not kill mid-trial")
 	}
+	// --no-reap leaves it and says trials may be disturbed.
+	tiny := e.studyFile("name: e2e-tiny\nrounds: 2\nmin_pairs: 2\nwarmup: 0\ntrial: 1s\nplatforms: [native, {name: native-b, base: native}]\nworkloads: [{workload: redis, params: {clients: 10}}]\n")
+	_, errOut, code := e.run("run", tiny, "--no-reap")
+	if code != 0 || !strings.Contains(errOut, "--no-reap: what crashed run(s) "+string(id)+" left is still on the machine, so trials may be disturbed") {
+		t.Errorf("run --no-reap: exit %d, stderr:\n%s\nwant the warning naming %s", code, errOut, id)
+	}
+	if len(containersOf(t, id)) == 0 {
+		t.Error("--no-reap removed the killed run's container")
+	}
 	out, errOut, code := e.run("run", study)
 	if code != 0 {
 		t.Fatalf("the next run: exit %d\n%s\n%s", code, out, errOut)
