@@ -54,6 +54,11 @@ state directory; 'down' removes everything the cluster made on the host.`,
 			if err := cluster.Prerequisites(); err != nil {
 				return withCode(ExitUnavailable, err)
 			}
+			release, err := a.holdMachine(ctx, "cluster up")
+			if err != nil {
+				return err
+			}
+			defer release()
 			o := cluster.UpOptions{Log: a.stderr}
 			if !noImage {
 				engine := &platformset.Engine{}
@@ -85,6 +90,11 @@ state directory; 'down' removes everything the cluster made on the host.`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg := cluster.DefaultConfig(a.dir)
+			release, err := a.holdMachine(c.Context(), "cluster down")
+			if err != nil {
+				return err
+			}
+			defer release()
 			done, err := cfg.Down(c.Context(), a.stderr)
 			for _, d := range done {
 				fmt.Fprintln(a.stdout, "removed "+d)

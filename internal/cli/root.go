@@ -9,7 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
+	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -91,7 +92,7 @@ func (a *app) openStore(ctx context.Context) (store.Store, error) {
 // cancelled context 130; bad input (a study file's *study.Error, a run
 // reference that matches nothing, engine.ErrConfig) 2; something this
 // machine lacks (platform.ErrUnavailable, the measuring lock held with
-// --no-wait) 3; anything else, I/O and system errors included, 1.
+// --no-wait, a result store that failed, engine.ErrStore) 3; anything else, I/O and system errors included, 1.
 func ExitCode(err error) int {
 	var (
 		ee   *ExitError
@@ -107,38 +108,61 @@ func ExitCode(err error) int {
 		return ExitInterrupted
 	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
 		return ExitBadInput
-	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy):
+	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy), errors.Is(err, engine.ErrStore):
 		return ExitUnavailable
 	}
 	return ExitFailure
 }
 
 // Main runs nearnative with args and returns the process exit code. The first
-// SIGINT, SIGTERM or SIGHUP cancels the command's context so it stops
-// gracefully and tears down what it made; a second one exits at once.
+// SIGINT, SIGTERM or SIGHUP (those not inherited as ignored, as nohup ignores
+// SIGHUP) cancels the command's context so it stops gracefully and tears down
+// what it made; a second one exits at once. A closed stdout or stderr (the
+// reader of a pipe gone) stops the command the same graceful way: SIGPIPE
+// does not kill it, later writes are dropped, and it exits ExitBrokenPipe.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer ignoreSIGPIPE()()
+	var (
+		once   sync.Once
+		broken atomic.Bool
+	)
+	errOut := &pipeGuard{w: stderr, once: &once}
+	out := &pipeGuard{w: stdout, once: &once}
+	pipeGone := func() {
+		broken.Store(true)
+		// On the other stream, which may still be read (`| head` takes
+		// only stdout).
+		fmt.Fprintln(errOut, "\nnearnative: output closed (broken pipe): stopping gracefully and removing what this run made")
+		cancel()
+	}
+	errOut.gone, out.gone = pipeGone, pipeGone
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, stopSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
 		s, ok := <-sigs
 		if !ok {
 			return
 		}
-		fmt.Fprintf(stderr, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
+		fmt.Fprintf(errOut, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
 		cancel()
 		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "second signal: exiting now; `nearnative cleanup` removes what is left")
+			fmt.Fprintln(errOut, "second signal: exiting now; `nearnative cleanup` removes what is left")
 			os.Exit(ExitInterrupted)
 		}
 	}()
-	err := Run(ctx, args, stdout, stderr)
-	if err == nil {
+	err := Run(ctx, args, out, errOut)
+	if err == nil && !broken.Load() {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "nearnative: "+err.Error())
+	if err != nil {
+		fmt.Fprintln(errOut, "nearnative: "+err.Error())
+	}
+	if broken.Load() {
+		return ExitBrokenPipe
+	}
 	if code := ExitCode(err); code != ExitFailure || ctx.Err() == nil {
 		return code
 	}

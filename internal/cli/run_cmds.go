@@ -46,6 +46,8 @@ type runFlags struct {
 	workloads       string
 	set             []string
 	quiet, verbose  bool
+	noReap          bool
+	storeRetry      time.Duration
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -108,6 +110,8 @@ nothing (-q); the table goes to standard output, or to standard error when
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
+	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
+	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
 	c.RegisterFlagCompletionFunc("workloads", a.completeWorkloads)
 	c.RegisterFlagCompletionFunc("set", a.completeSet)
@@ -182,6 +186,11 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		return err
 	}
 	defer db.Close()
+	if wr, ok := db.(store.WriteRetrier); ok {
+		p := store.DefaultWritePolicy
+		p.Total = f.storeRetry
+		wr.SetWritePolicy(p)
+	}
 
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
 	if f.resume != "" {
@@ -262,7 +271,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.New("host", env, a.dir, platform.Options{})
 		},
-		NoWait: f.noWait, Notes: notes,
+		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap),
 	})
 	for name, why := range opener.Skipped {
 		if !f.quiet { // the report's notes say it too
@@ -271,6 +280,10 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	if !out.Stored {
 		return err
+	}
+	if errors.Is(err, engine.ErrStore) {
+		// The database has just failed: no report to read from it.
+		return withCode(ExitUnavailable, fmt.Errorf("run %s stopped: %w", out.Run.ID, err))
 	}
 	table := a.stdout
 	if toStdout(f.jsonOut) {
@@ -462,6 +475,11 @@ func (a *app) runsCmd() *cobra.Command {
 			runs, err := db.Runs(ctx)
 			if err != nil {
 				return err
+			}
+			if bad, err := db.InvalidRuns(ctx); err == nil {
+				for _, id := range bad {
+					fmt.Fprintf(a.stderr, "skipped a stored run with ID %q: not a run ID (not written by nearnative); left alone\n", id)
+				}
 			}
 			if len(runs) == 0 {
 				fmt.Fprintf(a.stdout, "no runs stored in %s yet: try `nearnative run redis --quick`\n", a.db)

@@ -13,7 +13,6 @@ import (
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
@@ -33,6 +32,12 @@ that fixes it; the exit code is 3 when a built-in study cannot run.`,
   nearnative doctor --skip-vm`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Its QEMU boot probe would disturb a run measuring now.
+			release, err := a.holdMachine(c.Context(), "doctor")
+			if err != nil {
+				return err
+			}
+			defer release()
 			checks := doctor.Run(c.Context(), o)
 			for _, ch := range checks {
 				fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
@@ -113,6 +118,11 @@ func (a *app) imageCmd() *cobra.Command {
 				return withCode(ExitUnavailable, err)
 			}
 			defer eng.Close()
+			release, err := a.holdMachine(ctx, "image build")
+			if err != nil {
+				return err
+			}
+			defer release()
 			cfg, err := image.DefaultConfig()
 			if err != nil {
 				return withCode(ExitUnavailable, err)
@@ -137,23 +147,28 @@ func (a *app) imageCmd() *cobra.Command {
 }
 
 func (a *app) cleanupCmd() *cobra.Command {
-	var force bool
+	var force, orphans bool
 	c := &cobra.Command{
 		Use:   "cleanup [RUN]",
 		Short: "Remove what crashed runs left behind: containers, networks, processes, cgroups, temp dirs",
-		Long: `Remove what runs that ended without tearing down left behind, found by the
-run labels everything carries: containers, networks, Kubernetes namespaces,
-VMs, processes, cgroups, network namespaces and links, temporary directories.
-Runs whose nearnative process is still alive are skipped unless --force; with
-RUN only that run's resources are removed.`,
+		Long: `Remove what crashed runs left behind, found by the run labels everything
+carries: containers, networks, Kubernetes namespaces, VMs, processes, cgroups,
+network namespaces and links, temporary directories. Without RUN, only runs
+known to have crashed are swept: their lock file in the lock directory is left
+unlocked, or the owner record in their run directory names a process that is
+gone. Runs nothing here tells about (run with another NEARNATIVE_LOCK_DIR,
+resources a test made, another state directory's runs from before a reboot)
+are listed and left; name one, or pass --orphans, to remove them. Labels and
+names that are not run IDs are reported and never used.`,
 		Example: `  nearnative cleanup
-  nearnative cleanup 20261126-091200-ab12`,
+  nearnative cleanup 20261126-091200-ab12
+  nearnative cleanup --orphans`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: a.completeRuns(1, false), // a full ID: cleanup takes no "last"
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			var o cleanup.Options
-			o.Force = force
+			o.Force, o.Orphans = force, orphans
 			if len(args) == 1 {
 				id, err := runid.Parse(args[0])
 				if err != nil {
@@ -161,25 +176,21 @@ RUN only that run's resources are removed.`,
 				}
 				o.Run = id
 			}
-			sweepers := []cleanup.Sweeper{cleanup.Processes{Dir: a.dir}}
-			eng, err := docker.Connect(ctx)
-			if err == nil {
-				defer eng.Close()
-				sweepers = append(sweepers, cleanup.Containers{Engine: eng})
-			} else {
-				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
-			}
-			if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
-				sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
-			}
-			sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
-			sweepers = append(sweepers, cleanup.NetworkSweepers()...)
+			sweepers, closeAll := a.sweepers(ctx, a.stderr)
+			defer closeAll()
 			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
 			for _, r := range rep.Removed {
 				fmt.Fprintln(a.stdout, "removed "+r)
 			}
 			for _, id := range rep.Alive {
 				fmt.Fprintf(a.stdout, "skipped run %s: still running (stop it, or pass --force)\n", id)
+			}
+			for _, id := range rep.Unknown {
+				fmt.Fprintf(a.stdout, "skipped run %s: nothing here says whether it still runs (no lock file in %s, no owner record in %s): if it does not, `nearnative cleanup %s` removes it\n",
+					id, a.dir.LockDir(), a.dir.RunDir(id), id)
+			}
+			for _, inv := range rep.Invalid {
+				fmt.Fprintln(a.stdout, "skipped "+inv)
 			}
 			if len(rep.Removed) == 0 && len(rep.Errors) == 0 {
 				fmt.Fprintln(a.stdout, "nothing to clean up")
@@ -193,6 +204,7 @@ RUN only that run's resources are removed.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them")
+	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them (without RUN: every run found)")
+	c.Flags().BoolVar(&orphans, "orphans", false, "without RUN, also clean the runs nothing here tells about (see above): only when none of them runs")
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -63,7 +64,8 @@ func (c ClientRun) CPUShare() float64 {
 }
 
 // RunClient runs a load generator on the host: in its own process group with
-// the run ID in its environment, killed with its group when ctx ends; its
+// the run ID in its environment, killed with its group when ctx ends and by
+// the kernel when nearnative dies (deathsig); its
 // stdout and stderr are saved to rawDir/name. A non-zero exit is an error that
 // points to the saved output.
 func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []string) (ClientRun, error) {
@@ -89,17 +91,16 @@ func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv
 	// open; Wait gives up on them after WaitDelay instead of hanging.
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	proc, err := deathsig.Start(cmd) // dies with nearnative
+	if err != nil {
 		return res, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
 	select {
-	case err = <-done:
+	case <-proc.Done():
+		err = proc.Err()
 	case <-ctx.Done():
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-proc.Done()
 		err = ctx.Err()
 	}
 	res.Wall = time.Since(start)
