@@ -116,7 +116,23 @@ func DBSpec(c DBConfig) (platform.Spec, error) {
 	if err := c.Validate(); err != nil {
 		return platform.Spec{}, err
 	}
-	return pgserver.Spec(pgserver.Config{Name: c.Name, Settings: c.Settings(), Data: &c.Data})
+	spec, err := pgserver.Spec(pgserver.Config{Name: c.Name, Settings: c.Settings(), Data: &c.Data})
+	if err != nil {
+		return spec, err
+	}
+	spec.Env = serverEnv()
+	return spec, nil
+}
+
+// serverEnv is the locale every server of the shop runs with, on every
+// platform. Natively a server inherits nearnative's environment (LANG is
+// whatever the user's shell has, C.UTF-8 on the development machine), in a
+// container the image's (no LANG: the C locale); set here, both get the C
+// locale, which is also the databases' (initdb --locale=C) and PHP 8's own.
+// Other inherited variables differ still (PATH, HOME): the servers run
+// binaries by absolute path and read no file from a home directory.
+func serverEnv() map[string]string {
+	return map[string]string{"LANG": "C", "LC_ALL": "C"}
 }
 
 // DBReady waits until the shop's database at addr answers and holds the

@@ -149,6 +149,7 @@ func WebSpec(c WebConfig) (platform.Spec, error) {
 		Name:  c.Name,
 		Ports: ports,
 		User:  WebUser,
+		Env:   serverEnv(),
 		Files: files,
 		Command: func(l platform.Listen) []string {
 			argv := []string{ApacheBin, "-d", l.Dir, "-f", path.Join(l.Dir, "httpd.conf"), "-C", "Define NN_DIR " + l.Dir}

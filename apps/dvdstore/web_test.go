@@ -88,6 +88,11 @@ func TestWebSpec(t *testing.T) {
 	if spec.Name != "web" || spec.User != WebUser || !reflect.DeepEqual(spec.Ports, []string{"http0"}) || WebPort != "http0" {
 		t.Errorf("spec %q user %q ports %v", spec.Name, spec.User, spec.Ports)
 	}
+	// The same locale natively (where a server inherits nearnative's
+	// environment) and in a container (the image's).
+	if want := map[string]string{"LANG": "C", "LC_ALL": "C"}; !reflect.DeepEqual(spec.Env, want) {
+		t.Errorf("web server environment %v, want %v", spec.Env, want)
+	}
 	var files []string
 	for _, f := range spec.Files {
 		files = append(files, f.Path)
@@ -139,6 +144,9 @@ func TestDBSpec(t *testing.T) {
 	}
 	if spec.Name != "db" || len(spec.Volumes) != 1 || spec.Volumes[0].Path != DataPath {
 		t.Errorf("spec %q volumes %v", spec.Name, spec.Volumes)
+	}
+	if want := map[string]string{"LANG": "C", "LC_ALL": "C"}; !reflect.DeepEqual(spec.Env, want) {
+		t.Errorf("database environment %v, want %v", spec.Env, want)
 	}
 	for _, c := range []DBConfig{
 		{Memory: 1 << 30, MaxConnections: 30},

@@ -298,3 +298,82 @@ func Procs(procRoot string, names ...string) []Proc {
 	}
 	return out
 }
+
+// ProcTree returns the stat of pid and of every living descendant under
+// procRoot, pid first, then breadth first. A process that exits while the
+// tree is read is left out; one that left the tree (a daemon's double fork)
+// is not in it.
+func ProcTree(procRoot string, pid int) ([]ProcStat, error) {
+	st, err := ReadProcStatAt(procRoot, pid)
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]ProcStat{}
+	paths, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*", "stat"))
+	for _, p := range paths {
+		n, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || n == pid {
+			continue
+		}
+		s, err := ReadProcStatAt(procRoot, n)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		children[s.PPID] = append(children[s.PPID], s)
+	}
+	tree := []ProcStat{st}
+	seen := map[int]bool{pid: true}
+	for i := 0; i < len(tree); i++ {
+		for _, c := range children[tree[i].PID] {
+			if !seen[c.PID] {
+				seen[c.PID] = true
+				tree = append(tree, c)
+			}
+		}
+	}
+	return tree, nil
+}
+
+// TreeCPU is the CPU time of pid and of every living descendant under
+// procRoot (ProcTree): each process's utime+stime+cutime+cstime. A server
+// that forks long-lived workers (PostgreSQL's backends, Apache's prefork
+// children) spends most of its time in them, and a child's time reaches its
+// parent's cutime only once it has been reaped; summing the tree counts the
+// living ones too, and each reaped one once (in its reaper).
+func TreeCPU(procRoot string, pid int) (time.Duration, error) {
+	tree, err := ProcTree(procRoot, pid)
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
+	}
+	var total time.Duration
+	for _, s := range tree {
+		total += s.CPUWithChildren()
+	}
+	return total, nil
+}
+
+// TreeSched sums the scheduler counters (ProcSched) of pid and of every
+// living descendant: a prefork server's migrations and context switches are
+// its workers'.
+func TreeSched(pid int) (SchedStats, error) {
+	tree, err := ProcTree("/proc", pid)
+	if err != nil {
+		return SchedStats{}, err
+	}
+	var sum SchedStats
+	for i, p := range tree {
+		s, err := ProcSched(p.PID)
+		if err != nil {
+			if i > 0 {
+				continue // a worker that exited meanwhile
+			}
+			return SchedStats{}, err
+		}
+		sum.Migrations += s.Migrations
+		sum.Switches += s.Switches
+		sum.VoluntarySwitches += s.VoluntarySwitches
+		sum.InvoluntarySwitches += s.InvoluntarySwitches
+		sum.Threads += s.Threads
+	}
+	return sum, nil
+}

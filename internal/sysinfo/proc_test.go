@@ -2,6 +2,9 @@ package sysinfo
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +142,80 @@ func TestProcSchedLive(t *testing.T) {
 	}
 	if _, err := ProcMigrations(1 << 30); err == nil {
 		t.Errorf("ProcMigrations of a missing process succeeded")
+	}
+}
+
+func TestProcTree(t *testing.T) {
+	root := t.TempDir()
+	write := func(pid, stat string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 7 is the server, 10 its worker, 11 the worker's helper; 12 is outside
+	// the tree, 13 a child of the outsider.
+	write("7", "7 (server) S 1 7 7 0 -1 0 0 0 0 0 150 50 10 5 20 0 1 0 100 0 0")
+	write("10", "10 (worker) S 7 7 7 0 -1 0 0 0 0 0 100 20 3 2 20 0 1 0 100 0 0")
+	write("11", "11 (helper) S 10 7 7 0 -1 0 0 0 0 0 40 10 0 0 20 0 1 0 100 0 0")
+	write("12", "12 (other) S 1 12 12 0 -1 0 0 0 0 0 500 500 0 0 20 0 1 0 100 0 0")
+	write("13", "13 (other-child) S 12 12 12 0 -1 0 0 0 0 0 500 500 0 0 20 0 1 0 100 0 0")
+	tests := []struct {
+		pid     int
+		want    []int
+		cpu     time.Duration
+		wantErr bool
+	}{
+		{pid: 7, want: []int{7, 10, 11}, cpu: 2150*time.Millisecond + 1250*time.Millisecond + 500*time.Millisecond},
+		{pid: 10, want: []int{10, 11}, cpu: 1750 * time.Millisecond},
+		{pid: 13, want: []int{13}, cpu: 10 * time.Second},
+		{pid: 99, wantErr: true},
+	}
+	for _, tt := range tests {
+		tree, err := ProcTree(root, tt.pid)
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("ProcTree(%d): err %v, want error %v", tt.pid, err, tt.wantErr)
+		}
+		var got []int
+		for _, s := range tree {
+			got = append(got, s.PID)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("ProcTree(%d) = %v, want %v", tt.pid, got, tt.want)
+		}
+		cpu, err := TreeCPU(root, tt.pid)
+		if (err != nil) != tt.wantErr || cpu != tt.cpu {
+			t.Errorf("TreeCPU(%d) = %v, %v; want %v", tt.pid, cpu, err, tt.cpu)
+		}
+	}
+}
+
+func TestTreeSchedLive(t *testing.T) {
+	// A shell with a child: the tree's counters cover both processes.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var tree []ProcStat
+	for i := 0; i < 200 && len(tree) < 2; i++ {
+		time.Sleep(10 * time.Millisecond)
+		tree, _ = ProcTree("/proc", cmd.Process.Pid)
+	}
+	if len(tree) < 2 {
+		t.Fatalf("ProcTree of a shell with a child = %d processes, want 2", len(tree))
+	}
+	s, err := TreeSched(cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("TreeSched: %v", err)
+	}
+	if s.Threads != 2 || s.Switches <= 0 {
+		t.Errorf("TreeSched = %+v, want 2 threads and some switches", s)
+	}
+	if _, err := TreeSched(1 << 30); err == nil {
+		t.Errorf("TreeSched of a missing process succeeded")
 	}
 }

@@ -336,8 +336,10 @@ func (a *agent) sched(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pid: %w", err)
 	}
-	m, err := sysinfo.ProcMigrations(pid)
-	return Sched{Migrations: m}, err
+	// The whole process tree, as for its CPU time: a prefork server's
+	// migrations are its workers'.
+	st, err := sysinfo.TreeSched(pid)
+	return Sched{Migrations: st.Migrations}, err
 }
 
 func (a *agent) cpu(r *http.Request) (any, error) {
@@ -350,43 +352,12 @@ func (a *agent) cpu(r *http.Request) (any, error) {
 }
 
 // ProcCPU is the CPU time of pid and of every living descendant under
-// procRoot: each process's utime+stime+cutime+cstime. A server that forks
-// long-lived workers (PostgreSQL's backends, Apache's prefork children)
-// spends most of its time in them, and a child's time reaches its parent's
-// cutime only once it has been reaped; summing the tree counts the living
-// ones too, and each reaped one once (in its reaper). Processes that leave
-// the tree (a daemon's double fork) are not counted.
+// procRoot (sysinfo.TreeCPU): a server that forks long-lived workers
+// (PostgreSQL's backends, Apache's prefork children) spends most of its time
+// in them, and a child's time reaches its parent's cutime only once it has
+// been reaped; summing the tree counts the living ones too, and each reaped
+// one once (in its reaper). Processes that leave the tree (a daemon's double
+// fork) are not counted.
 func ProcCPU(procRoot string, pid int) (time.Duration, error) {
-	st, err := sysinfo.ReadProcStatAt(procRoot, pid)
-	if err != nil {
-		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
-	}
-	total := st.CPUWithChildren()
-	children := map[int][]sysinfo.ProcStat{}
-	paths, _ := filepath.Glob(filepath.Join(procRoot, "[0-9]*", "stat"))
-	for _, p := range paths {
-		n, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err != nil || n == pid {
-			continue
-		}
-		s, err := sysinfo.ReadProcStatAt(procRoot, n)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		children[s.PPID] = append(children[s.PPID], s)
-	}
-	seen := map[int]bool{pid: true}
-	queue := []int{pid}
-	for len(queue) > 0 {
-		parent := queue[0]
-		queue = queue[1:]
-		for _, c := range children[parent] {
-			if !seen[c.PID] {
-				seen[c.PID] = true
-				total += c.CPUWithChildren()
-				queue = append(queue, c.PID)
-			}
-		}
-	}
-	return total, nil
+	return sysinfo.TreeCPU(procRoot, pid)
 }

@@ -96,16 +96,18 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err != nil {
 		return nil, err
 	}
-	return p.start(ctx, trial, spec, ports, p.opt.CPUSet)
+	return p.start(ctx, trial, spec, ports, p.opt.CPUSet, nil)
 }
 
-// start starts spec on the given ports, confined to cpuset ("" for none).
-func (p *Platform) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string) (platform.Server, error) {
+// start starts spec on the given ports, confined to cpuset ("" for none),
+// in the cgroup of its topology group when shared is not nil (group.go),
+// else in a cgroup of its own.
+func (p *Platform) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string, shared *sharedGroup) (platform.Server, error) {
 	dir, err := state.TempDir(p.env.Run, trial+"-"+spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{p: p, name: trial + "-" + spec.Name, dir: dir, ports: ports, cpuset: cpuset}
+	s := &server{p: p, name: trial + "-" + spec.Name, dir: dir, ports: ports, cpuset: cpuset, shared: shared}
 	if err := s.start(ctx, spec); err != nil {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -119,6 +121,9 @@ type server struct {
 	dir    string
 	ports  map[string]int
 	cpuset string
+	// shared is the cgroup of the server's topology group when it shares
+	// one (group.go); group is then that cgroup, which the site removes.
+	shared *sharedGroup
 	argv   []string
 	cmd    *exec.Cmd
 	group  *cgroup.Group
@@ -172,7 +177,13 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	}
 	// Always a group when root, limits or not: Stop and cleanup then reach
 	// every descendant, even one that left the process group (setsid).
-	if !lim.Empty() || os.Geteuid() == 0 {
+	if s.shared != nil {
+		if argv, err = s.shared.pin(argv, s.cpuset); err != nil {
+			return fmt.Errorf("server %s: %w", spec.Name, err)
+		}
+		s.group = s.shared.g
+		argv = s.group.Wrap(argv)
+	} else if !lim.Empty() || os.Geteuid() == 0 {
 		if s.group, err = cgroup.New(s.p.env.Run, s.name, lim); err != nil {
 			return err
 		}
@@ -336,6 +347,9 @@ func (s *server) Describe() string {
 	if o := o.String(); o != "" {
 		d += " (" + o + " via cgroup)"
 	}
+	if s.shared != nil {
+		d += ", in cgroup " + s.shared.name + " with the other servers of its group"
+	}
 	return d + ", client via 127.0.0.1"
 }
 
@@ -359,8 +373,10 @@ func (s *server) Stop(ctx context.Context) error {
 		// Children that left the leader behind still share its group.
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	if err := s.group.Remove(); err != nil {
-		errs = append(errs, err)
+	if s.shared == nil { // a shared group goes with the site (Close)
+		if err := s.group.Remove(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.log != nil {
 		s.log.Close()
@@ -377,12 +393,17 @@ func (s *server) Stop(ctx context.Context) error {
 }
 
 // CPUTime implements platform.CPUReporter: the CPU time of the server's
-// cgroup, every process in it (as Docker's engine counts a container), or,
-// without a group (not root), the user and system time of the server process
-// and its reaped children from /proc/PID/stat.
+// cgroup, every process in it (as Docker's engine counts a container); for a
+// server sharing its group's cgroup, its process tree (as the supervisor of
+// a container-per-instance container counts it); without a group (not
+// root), the user and system time of the server process and its reaped
+// children from /proc/PID/stat.
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return 0, errors.New("server not started")
+	}
+	if s.shared != nil {
+		return treeCPU(s.cmd.Process.Pid)
 	}
 	if s.group != nil {
 		return s.group.CPUUsage()
@@ -396,6 +417,9 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string {
+	if s.shared != nil {
+		return s.shared.treeSource()
+	}
 	if s.group != nil {
 		return s.group.CPUSource()
 	}

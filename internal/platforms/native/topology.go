@@ -32,20 +32,46 @@ type site struct {
 	plan    *topology.Plan
 	ports   map[topology.ServerID]map[string]int
 	started []string
+	// shared holds the cgroups of the groups of several servers (group.go).
+	shared map[string]*sharedGroup
 }
 
 func (s *site) Port(id topology.ServerID, port string) int { return deploy.PortOf(s.ports, id, port) }
 
+// cpuset is where member m may run: its placement's CPUs, else the
+// platform's.
+func (s *site) cpuset(m deploy.Member) string {
+	if m.Server.CPUSet != "" {
+		return m.Server.CPUSet
+	}
+	return s.p.opt.CPUSet
+}
+
+// OpenGroup implements deploy.Site: a group of several servers (what a
+// Docker platform runs in one container) gets one cgroup, as a container
+// has (group.go); a group of one server, or the roles beside the driver,
+// get a cgroup per server when it starts.
 func (s *site) OpenGroup(ctx context.Context, group string, members []deploy.Member) error {
+	if len(members) < 2 || members[0].Server.OnHost {
+		return nil
+	}
+	var sets []string
+	for _, m := range members {
+		sets = append(sets, s.cpuset(m))
+	}
+	sg, err := s.p.openShared(s.trial, group, sets)
+	if err != nil || sg == nil {
+		return err
+	}
+	if s.shared == nil {
+		s.shared = map[string]*sharedGroup{}
+	}
+	s.shared[group] = sg
 	return nil
 }
 
 func (s *site) Start(ctx context.Context, m deploy.Member) (platform.Server, error) {
-	cpuset := s.p.opt.CPUSet
-	if m.Server.CPUSet != "" {
-		cpuset = m.Server.CPUSet
-	}
-	srv, err := s.p.start(ctx, s.trial, m.Spec, s.ports[m.Server.ID], cpuset)
+	srv, err := s.p.start(ctx, s.trial, m.Spec, s.ports[m.Server.ID], s.cpuset(m), s.shared[m.Server.Group])
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +84,25 @@ func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
 }
 
 func (s *site) Places() []deploy.Place {
-	return []deploy.Place{{Name: "host", Kind: "host", CPUs: s.p.opt.CPUSet, Servers: s.started,
-		Detail: "processes on 127.0.0.1 with ports of their own, each in its own cgroup"}}
+	detail := "processes on 127.0.0.1 with ports of their own, each in its own cgroup"
+	if len(s.shared) > 0 {
+		detail = "processes on 127.0.0.1 with ports of their own; the servers of a group (what a Docker platform runs in one container) share one cgroup, the others have one each"
+	}
+	return []deploy.Place{{Name: "host", Kind: "host", CPUs: s.p.opt.CPUSet, Servers: s.started, Detail: detail}}
 }
 
-func (s *site) Close(ctx context.Context) error { return nil }
+// Close implements deploy.Site: it removes the groups' shared cgroups, whose
+// servers have stopped.
+func (s *site) Close(ctx context.Context) error {
+	var errs []error
+	for _, sg := range s.shared {
+		if err := sg.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.shared = nil
+	return errors.Join(errs...)
+}
 
 // LogTail implements deploy.LogTailer.
 func (s *server) LogTail(ctx context.Context, lines int) string {
@@ -88,6 +128,9 @@ func (s *server) Exited(ctx context.Context) error {
 // Migrations implements deploy.Scheduler: every thread of every process in
 // the server's cgroup (or of its process when it has none).
 func (s *server) Migrations(ctx context.Context) (int64, error) {
+	if s.shared != nil && s.cmd != nil && s.cmd.Process != nil {
+		return treeMigrations(s.cmd.Process.Pid)
+	}
 	var pids []int
 	if s.group != nil {
 		pids = s.group.PIDs()

@@ -104,6 +104,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	topo := in.base
 	topo.Roles = in.roles(copies)
+	topo.Layout = in.layoutOn(t.Platform.Name())
 	if !in.pinnedOn(t.Platform.Name()) {
 		topo.Placement = topology.Placement{DriverCPUs: in.base.Placement.DriverCPUs}
 	}
@@ -137,6 +138,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		}
 	}
 	m.copyWall = copyWall
+	m.layout = topo.Layout
 	return res, in.record(m, &res)
 }
 
@@ -241,6 +243,10 @@ type measured struct {
 	wall     time.Duration
 	copyWall time.Duration
 	commands []string
+	layout   string // the trial's (layoutOn)
+	// migrations are the servers' moves between CPUs over the load; -1
+	// when some server cannot count them.
+	migrations int64
 }
 
 // The driver starts its plan this long after Run is called (driver
@@ -262,6 +268,10 @@ func (in *Instance) load(ctx context.Context, t workload.Trial, d *deploy.Deploy
 		servers = append(servers, r.Srv)
 	}
 	tiers0, err := tierCPU(ctx, d)
+	if err != nil {
+		return m, err
+	}
+	mig0, err := d.Migrations(ctx)
 	if err != nil {
 		return m, err
 	}
@@ -305,11 +315,33 @@ func (in *Instance) load(ctx context.Context, t workload.Trial, d *deploy.Deploy
 	for role, v := range tiers1 {
 		m.tiers[role] = max(0, v-tiers0[role])
 	}
+	mig1, err := d.Migrations(ctx)
+	if err != nil {
+		return m, err
+	}
+	m.migrations = migrationsOver(mig0, mig1, len(d.Servers()))
 	m.commands = append(m.commands, fmt.Sprintf("driver: nearnative's DVD Store users (behaviour %s), %d instances x %d threads = %d users, %s mode, think %v, %d driver process(es), ramp-up %v, measured %v, ramp-down %v; entries %s",
 		BehaviourName, in.base.Instances, in.threads, cfg.Users, in.mode, in.think, cfg.Drivers, cfg.Phases.RampUp, cfg.Phases.Steady, cfg.Phases.RampDown,
 		cfg.Params[ParamAddrs]))
 	m.commands = append(m.commands, r.Commands...)
 	return m, nil
+}
+
+// migrationsOver is the servers' migrations between two readings, -1 when
+// not every one of the n servers was counted in both.
+func migrationsOver(before, after map[string]int64, n int) int64 {
+	if len(before) != n || len(after) != n {
+		return -1
+	}
+	var sum int64
+	for name, a := range after {
+		b, ok := before[name]
+		if !ok {
+			return -1
+		}
+		sum += max(0, a-b)
+	}
+	return sum
 }
 
 // tierCPU reads every server's CPU time, summed by role.
@@ -438,11 +470,14 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	}
 	if all > 0 {
 		m.acct.Record(CPU, float64(all), res)
+		if m.migrations >= 0 {
+			res.Values[MetricMigrations] = float64(m.migrations) / float64(all)
+		}
 	} else {
 		problems = append(problems, "no order completed")
 	}
 
-	res.Notes = append(res.Notes, ClosedLoopNote, in.settingsNote())
+	res.Notes = append(res.Notes, ClosedLoopNote, in.settingsNote(m.layout))
 	res.Notes = append(res.Notes, fmt.Sprintf("measured %v: %d orders (%s OPM), %d purchases of which %d rolled back (%.2f%%), %d deadlock retries, %d new customers; %s",
 		steady, orders, fmtNum(res.Values[MetricOPM]), cp, cr, rollbackPct, r.Counters[CountDeadlockRetries], r.Counters[CountNewCustomers], in.perOpNote(r)))
 	if m.statsErr == nil {
@@ -475,9 +510,9 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	return nil
 }
 
-// settingsNote states the configuration, and where it differs from the
-// seed's.
-func (in *Instance) settingsNote() string {
+// settingsNote states the configuration of a trial laid out as layout, and
+// where it differs from the seed's.
+func (in *Instance) settingsNote(layout string) string {
 	var seed []string
 	if in.base.Instances != SeedInstances {
 		seed = append(seed, fmt.Sprintf("%d instances (the seed: %d)", in.base.Instances, SeedInstances))
@@ -499,8 +534,8 @@ func (in *Instance) settingsNote() string {
 	if in.mode == ModeHTTP {
 		web = fmt.Sprintf("; Apache prefork with mod_php, %d processes per instance, each with a persistent database connection", in.workers)
 	}
-	s := fmt.Sprintf("%s mode, %d instances x %d threads (%d users), %s, think time %v, %d%% new customers, layout %s; each instance's database: %s%s",
-		in.mode, in.base.Instances, in.threads, in.users(), drivers, in.think, in.order.PctNewCustomer, in.base.Layout, db.Describe(), web)
+	s := fmt.Sprintf("%s mode, %d instances x %d threads (%d users), %s, think time %v, %d%% new customers, %s; each instance's database: %s%s",
+		in.mode, in.base.Instances, in.threads, in.users(), drivers, in.think, in.order.PctNewCustomer, layoutNote(layout), db.Describe(), web)
 	if len(seed) > 0 {
 		s += "; scaled down from the seed: " + strings.Join(seed, ", ")
 	}
@@ -552,3 +587,11 @@ func failureExamples(r *driver.Result) string {
 }
 
 func fmtNum(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+// layoutNote names a trial's layout and what it means on every platform.
+func layoutNote(layout string) string {
+	if layout == topology.ContainerPerServer {
+		return "layout " + layout + " (every server in a container of its own, natively in a cgroup of its own)"
+	}
+	return "layout " + layout + " (an instance's servers in one container, natively in one cgroup, so that the scheduler groups them alike)"
+}

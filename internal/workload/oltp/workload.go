@@ -44,6 +44,7 @@ const (
 	MetricDBCPU       = "db_cpu_pct"
 	MetricWebCPU      = "web_cpu_pct"
 	MetricCopy        = "copy_s"
+	MetricMigrations  = "server_migrations_per_order"
 )
 
 // CPU is the CPU account's cost per order.
@@ -63,6 +64,7 @@ const (
 	pDBMemory     = "db_memory"
 	pWebWorkers   = "web_workers"
 	pPinPlatforms = "pin_platforms"
+	pPerServer    = "per_server_platforms"
 )
 
 // DriversPerInstance is the drivers parameter's value for one driver
@@ -123,6 +125,8 @@ func (Workload) Params() []workload.Param {
 			Help: "Apache (prefork, mod_php) processes per instance, each with one persistent database connection; at least threads"},
 		{Name: pPinPlatforms, Type: workload.String, Default: "", Platforms: true,
 			Help: "platforms (comma-separated study names) on which the placement parameters (instance_cpusets, cpusets, pin) apply; empty: all. The seed's explanation experiment pins a variant only: {name: docker-pinned, base: docker-bridge} with instance_cpusets: halves"},
+		{Name: pPerServer, Type: workload.String, Default: "", Platforms: true,
+			Help: "platforms (comma-separated study names) on which every server gets a container of its own, natively a cgroup of its own (layout container-per-server), whatever layout says: the control for how an instance's servers are grouped. Under container-per-instance an instance's Apache and PostgreSQL share one container in Docker and one cgroup natively, so the scheduler sees them alike; a variant named here, e.g. {name: native-per-server, base: native}, splits them (bench/studies/oltp-controls.yaml)"},
 	}
 	tp := workload.TopologyParams(workload.TopologyDefaults{
 		Instances: inst, QuickInstances: 2, Layout: topology.ContainerPerInstance, VMs: max(1, inst/2),
@@ -150,6 +154,7 @@ type Instance struct {
 	dbMemory  int64
 	workers   int
 	pinOn     []string
+	perServer []string          // platforms on which the layout is container-per-server
 	base      topology.Topology // instances, layout, guests, placement; roles per trial
 	driverCPU string
 	cpusets   string // instance_cpusets as given ("halves" resolved)
@@ -190,11 +195,8 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		}
 		in.drivers = n
 	}
-	for _, p := range strings.Split(v.String(pPinPlatforms), ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			in.pinOn = append(in.pinOn, p)
-		}
-	}
+	in.pinOn = platformList(v.String(pPinPlatforms))
+	in.perServer = platformList(v.String(pPerServer))
 	tv := workload.Values{}
 	for k, val := range v {
 		tv[k] = val
@@ -219,6 +221,17 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		return nil, err
 	}
 	return in, nil
+}
+
+// platformList splits a comma-separated list of platform names.
+func platformList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // halves splits cpus into two CPU lists of (about) equal size.
@@ -350,6 +363,15 @@ func (in *Instance) pinnedOn(name string) bool {
 	return len(in.pinOn) == 0 || slices.Contains(in.pinOn, name)
 }
 
+// layoutOn is the layout of a trial on platform name: container-per-server
+// on the platforms per_server_platforms names, else the layout parameter's.
+func (in *Instance) layoutOn(name string) string {
+	if slices.Contains(in.perServer, name) {
+		return topology.ContainerPerServer
+	}
+	return in.base.Layout
+}
+
 // transactionOps are the operations the trial reports per type: a new
 // customer's registration only when some orders register.
 func (in *Instance) transactionOps() []string {
@@ -396,6 +418,8 @@ func (in *Instance) Metrics() []workload.Metric {
 			Help: "CPU of the database tier over the load, all instances (each server's own CPU source, see the trial's where lines)"},
 		workload.Metric{Name: MetricWebCPU, Unit: "% of a core", Diagnostic: true,
 			Help: "CPU of the web tier (Apache and PHP) over the load, all instances; 0 in direct mode"},
+		workload.Metric{Name: MetricMigrations, Unit: "migrations", Diagnostic: true,
+			Help: "moves of the servers' threads (every worker's) between CPUs over the load, per order completed: how the scheduler placed the instances' Apache and PostgreSQL processes (native: each server's process tree or cgroup; in a container, its process tree)"},
 		workload.Metric{Name: MetricCopy, Unit: "s", Diagnostic: true,
 			Help: "wall time of copying the template's data directory for every instance before the trial (not measured load)"},
 	)

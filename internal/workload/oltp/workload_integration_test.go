@@ -56,7 +56,8 @@ func TestTrialOnPlatforms(t *testing.T) {
 		over       map[string]string
 		where      string // a line of the trial's places must contain it
 	}{
-		{"native http", platform.Native, nil, "host host: i0-db-0, i1-db-0, i0-web-0, i1-web-0"},
+		{"native http", platform.Native, nil, "the servers of a group (what a Docker platform runs in one container) share one cgroup"},
+		{"native http, a cgroup per server (the grouping control)", platform.Native, map[string]string{"per_server_platforms": "native"}, "host host: i0-db-0, i1-db-0, i0-web-0, i1-web-0; processes on 127.0.0.1 with ports of their own, each in its own cgroup"},
 		{"native direct, 2 driver processes", platform.Native, map[string]string{"mode": "direct", "drivers": "per-instance"}, "host host: i0-db-0, i1-db-0"},
 		{"docker-bridge container-per-instance", platform.DockerBridge, nil, "i0-db-0, i0-web-0"},
 		{"docker-nat container-per-server", platform.DockerNAT, map[string]string{"layout": "container-per-server"}, "i1-web-0 at 172."},

@@ -149,7 +149,7 @@ func TestMetricsDeclared(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	all := names(nil)
-	for _, want := range []string{"opm", "order_ms", "login_ms", "newcust_ms", "browse_ms", "purchase_ms", "purchase_p95_ms", "cpu_us_per_order", "run_cpu_us_per_order", "rollback_pct", "commits_per_s", "hit_ratio_pct", "db_cpu_pct", "web_cpu_pct"} {
+	for _, want := range []string{"opm", "order_ms", "login_ms", "newcust_ms", "browse_ms", "purchase_ms", "purchase_p95_ms", "cpu_us_per_order", "run_cpu_us_per_order", "rollback_pct", "commits_per_s", "hit_ratio_pct", "db_cpu_pct", "web_cpu_pct", "server_migrations_per_order"} {
 		if !strings.Contains(" "+all+" ", " "+want+" ") {
 			t.Errorf("metric %s missing from %s", want, all)
 		}
@@ -213,7 +213,7 @@ func TestRecordMarks(t *testing.T) {
 			var res workload.Result
 			acct := workload.CPUAccount{Clients: 2 * time.Second, Servers: 18 * time.Second}
 			acct.Machine.Interval, acct.Machine.BusySeconds = 20*time.Second, 30
-			m := measured{r: tt.r, acct: acct, tiers: map[string]time.Duration{RoleDB: 12 * time.Second, RoleWeb: 6 * time.Second}}
+			m := measured{r: tt.r, acct: acct, tiers: map[string]time.Duration{RoleDB: 12 * time.Second, RoleWeb: 6 * time.Second}, migrations: 500, layout: "container-per-instance"}
 			err := in.record(m, &res)
 			if tt.want == "" {
 				if err != nil {
@@ -241,6 +241,12 @@ func TestRecordMarks(t *testing.T) {
 			if got := res.Values[CPU.Metric]; got != 30.0/2000*1e6 {
 				t.Errorf("cpu per order %v us, want 15000", got)
 			}
+			if got := res.Values[MetricMigrations]; got != 0.25 {
+				t.Errorf("migrations per order %v, want 500 over the load's 2000 orders = 0.25", got)
+			}
+			if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, "new customers, layout container-per-instance (an instance's servers in one container, natively in one cgroup") {
+				t.Errorf("the settings note does not state the layout and its grouping: %s", notes)
+			}
 			if db, web := res.Values[MetricDBCPU], res.Values[MetricWebCPU]; db != 60 || web != 30 {
 				t.Errorf("tier CPU db %v%% web %v%%, want 60 and 30", db, web)
 			}
@@ -265,5 +271,52 @@ func TestEstimate(t *testing.T) {
 	}
 	if got, want := in.(workload.Estimator).Estimate(12*time.Second), 5*time.Second+5*time.Second+12*time.Second+2*time.Second; got != want {
 		t.Errorf("Estimate = %v, want %v", got, want)
+	}
+}
+
+// TestPerServerPlatforms: the grouping control applies container-per-server
+// on the platforms it names only, and refuses nothing else.
+func TestPerServerPlatforms(t *testing.T) {
+	inst, err := Workload{}.New(resolve(t, true, map[string]string{"per_server_platforms": " native-per-server, docker-host-per-server"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inst.(*Instance)
+	tests := []struct{ platform, want string }{
+		{"native", "container-per-instance"},
+		{"native-per-server", "container-per-server"},
+		{"docker-host-per-server", "container-per-server"},
+		{"docker-host", "container-per-instance"},
+	}
+	for _, tt := range tests {
+		if got := in.layoutOn(tt.platform); got != tt.want {
+			t.Errorf("layoutOn(%s) = %s, want %s", tt.platform, got, tt.want)
+		}
+	}
+	inst, err = Workload{}.New(resolve(t, true, map[string]string{"layout": "container-per-server"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inst.(*Instance).layoutOn("native"); got != "container-per-server" {
+		t.Errorf("layout container-per-server: layoutOn(native) = %s", got)
+	}
+}
+
+func TestMigrationsOver(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after map[string]int64
+		n             int
+		want          int64
+	}{
+		{"every server", map[string]int64{"a": 10, "b": 5}, map[string]int64{"a": 30, "b": 6}, 2, 21},
+		{"a counter that went back counts 0", map[string]int64{"a": 10, "b": 5}, map[string]int64{"a": 8, "b": 6}, 2, 1},
+		{"a server that cannot count", map[string]int64{"a": 10}, map[string]int64{"a": 30}, 2, -1},
+		{"a server missing in one reading", map[string]int64{"a": 10, "b": 5}, map[string]int64{"a": 30, "c": 6}, 2, -1},
+	}
+	for _, tt := range tests {
+		if got := migrationsOver(tt.before, tt.after, tt.n); got != tt.want {
+			t.Errorf("%s: migrationsOver = %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
