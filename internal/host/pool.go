@@ -1,0 +1,115 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/nearnative/nearnative/internal/runid"
+)
+
+// Hosts hands out the client hosts of one run: one network namespace for
+// every platform that uses it (made on first use), the loopback host for
+// the others. Close removes what it made.
+type Hosts struct {
+	run runid.ID
+	set Setting
+
+	mu    sync.Mutex
+	ns    *NS
+	nsErr error
+	// used records which platforms got which host, for the run's notes.
+	used map[string]Host
+}
+
+// NewHosts returns the client hosts of run as s asks.
+func NewHosts(run runid.ID, s Setting) *Hosts {
+	return &Hosts{run: run, set: s, used: map[string]Host{}}
+}
+
+// Setting is what the run asks of its client hosts.
+func (p *Hosts) Setting() Setting { return p.set }
+
+// netns makes the run's namespace on first use.
+func (p *Hosts) netns(ctx context.Context) (*NS, error) {
+	if p.ns == nil && p.nsErr == nil {
+		p.ns, p.nsErr = NewNS(ctx, p.run, p.set)
+	}
+	return p.ns, p.nsErr
+}
+
+// For returns the client host of the platform called name, which needs
+// need: nil for None (its clients run inside it).
+func (p *Hosts) For(ctx context.Context, name string, need Need) (Host, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var h Host
+	switch {
+	case need == None:
+		return nil, nil
+	case need == LoopbackOnly:
+		h = LoopbackHost()
+	case p.set.Kind() == Netns:
+		ns, err := p.netns(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h = ns
+	case need == LinkAddress:
+		ns, err := p.netns(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h = ns.OnHost()
+	default:
+		h = LoopbackHost()
+	}
+	p.used[name] = h
+	return h, nil
+}
+
+// Use is one client host and the platforms that use it.
+type Use struct {
+	Where     string   // the host's Describe
+	Platforms []string // sorted
+}
+
+// Uses lists the client hosts handed out, each with its platforms, the
+// most used first.
+func (p *Hosts) Uses() []Use {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	by := map[string][]string{}
+	for name, h := range p.used {
+		by[h.Describe()] = append(by[h.Describe()], name)
+	}
+	var out []Use
+	for where, names := range by {
+		sort.Strings(names)
+		out = append(out, Use{Where: where, Platforms: names})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i].Platforms) != len(out[j].Platforms) {
+			return len(out[i].Platforms) > len(out[j].Platforms)
+		}
+		return out[i].Where < out[j].Where
+	})
+	return out
+}
+
+// String renders uses as one line: "netns veth MTU 1500 (native,
+// docker-nat); host loopback (docker-proxy)".
+func (u Use) String() string { return u.Where + " (" + strings.Join(u.Platforms, ", ") + ")" }
+
+// Close removes the namespace, if one was made.
+func (p *Hosts) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ns == nil {
+		return nil
+	}
+	err := p.ns.Close(ctx)
+	return errors.Join(err)
+}
