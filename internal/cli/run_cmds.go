@@ -15,6 +15,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/native"
@@ -43,6 +44,7 @@ type runFlags struct {
 	skipUnavailable bool
 	image           string
 	noWait          bool
+	client          string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -77,6 +79,7 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
+	fl.StringVar(&f.client, "client", "", "where the load runs: netns (a network namespace of its own, over a veth; the default) or host (this machine, over loopback)")
 	return c
 }
 
@@ -88,7 +91,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		if err != nil {
 			return withCode(ExitBadInput, err)
 		}
-		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed}
+		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed, Client: f.client}
 		if f.platforms != "" {
 			o.Platforms = strings.Split(f.platforms, ",")
 		}
@@ -114,6 +117,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	defer db.Close()
 
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
+	client := func(s *study.Study) host.Setting { return s.ClientSetting() }
 	if f.resume != "" {
 		// A resumed run keeps the platforms and the image it started with.
 		r, err := db.Run(ctx, f.resume)
@@ -125,6 +129,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 			return fmt.Errorf("stored study of run %s: %w", r.ID, err)
 		}
 		platforms = func(*study.Study) []study.Platform { return stored.Platforms }
+		client = func(*study.Study) host.Setting { return stored.ClientSetting() }
 		var env struct {
 			Extra map[string]string `json:"extra"`
 		}
@@ -143,7 +148,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		// VMs are built from the container image too.
 		needsImage = needsImage || p.Base != platform.Native
 	}
-	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable}
+	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: client(st)}
 	imageRef := ""
 	var envDocker map[string]string
 	if needsImage {
@@ -183,11 +188,11 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Image: imageRef,
 		Platforms: func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
 			m, closeAll, err := opener.Open(ctx, env, ps)
-			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped}, err
+			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
 		},
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
 		Host: func(env platform.Env) (platform.Platform, error) {
-			return native.New("host", env, a.dir, platform.Options{})
+			return native.Beside("host", env, a.dir)
 		},
 		NoWait: f.noWait, Notes: notes,
 	})
@@ -210,8 +215,8 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 }
 
 func (a *app) checkResumeFlags(f runFlags) (bool, error) {
-	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" {
-		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --ci-metrics, --trial and --seed"))
+	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" || f.client != "" {
+		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --ci-metrics, --trial, --seed and --client"))
 	}
 	return true, nil
 }

@@ -99,7 +99,7 @@ func TestNSLifecycle(t *testing.T) {
 		t.Errorf("Describe = %q", d)
 	}
 	save, _ := exec.Command("iptables-save").Output()
-	for _, want := range []string{"-d " + h.ServerAddr() + "/32 ! -i " + h.HostLink(), "-o " + h.HostLink() + " -m comment", "-i " + h.HostLink() + " -m comment"} {
+	for _, want := range []string{"-A PREROUTING -d " + h.ServerAddr() + "/32 ! -i " + h.HostLink(), "-o " + h.HostLink() + " -m comment", "-i " + h.HostLink() + " -m comment"} {
 		if !strings.Contains(string(save), want) {
 			t.Errorf("iptables-save has no rule with %q", want)
 		}
@@ -207,25 +207,93 @@ func TestHostsHandOut(t *testing.T) {
 	ctx := context.Background()
 	hs := NewHosts(testRun(), Setting{Client: SettingHost})
 	defer hs.Close(ctx)
-	lo, err := hs.For(ctx, "native", Any)
+	lo, err := hs.For(ctx, Any)
 	if err != nil || lo.Kind() != Loopback || lo.ServerAddr() != "127.0.0.1" {
 		t.Fatalf("native under client: host = %v, %v", lo, err)
 	}
-	nat, err := hs.For(ctx, "docker-nat", LinkAddress)
+	nat, err := hs.For(ctx, LinkAddress)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if nat.Kind() != Loopback || nat.ServerAddr() == "127.0.0.1" || !Pool.Contains(netip.MustParseAddr(nat.ServerAddr())) {
 		t.Fatalf("docker-nat under client: host: %s at %s, want the client on this machine and a link address", nat.Kind(), nat.ServerAddr())
 	}
-	if h, err := hs.For(ctx, "veth", None); h != nil || err != nil {
+	if h, err := hs.For(ctx, None); h != nil || err != nil {
 		t.Fatalf("None = %v, %v", h, err)
 	}
-	uses := hs.Uses()
-	if len(uses) != 2 {
+	uses := Uses(map[string]Host{"native": lo, "docker-bridge": lo, "docker-nat": nat, "veth": nil})
+	if len(uses) != 2 || uses[0].String() != "host loopback (docker-bridge, native)" ||
+		uses[1].String() != "host to "+nat.ServerAddr()+" on a link nearnative made (docker-nat)" {
 		t.Fatalf("Uses = %v", uses)
 	}
 	if err := hs.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNSOutsideCannotReach plays a machine on the uplink: a second
+// namespace joined to this machine by its own veth, with a route to the
+// client link's host-side address through this machine (what a neighbour on
+// the LAN could set up). A server listening on the host-side address
+// answers the client's namespace and never that neighbour, which the weak
+// host model would otherwise let in.
+func TestNSOutsideCannotReach(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	run := testRun()
+	h, err := NewNS(ctx, run, Setting{Client: SettingNetns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	// The neighbour: another client host of the same run, its own link.
+	out, err := NewNS(ctx, run, Setting{Client: SettingNetns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close(ctx)
+	if _, err := command(ctx, "ip", "-n", out.Name(), "route", "add", h.ServerAddr()+"/32", "via", out.ServerAddr()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(h.ServerAddr(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := func(from *NS) error {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		c, err := from.DialContext(dctx, "tcp", l.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial(h); err != nil {
+		t.Fatalf("the client host cannot reach its server: %v", err)
+	}
+	if err := dial(out); err == nil {
+		t.Fatal("a neighbour reached a server on the client link's host-side address")
+	}
+	// The same neighbour reaches it once the rule is gone: the test
+	// proves the rule, not a missing route.
+	rule := h.rules[len(h.rules)-1]
+	if rule[0] != "mangle" {
+		t.Fatalf("last rule %v, want the mangle PREROUTING drop", rule)
+	}
+	if _, err := command(ctx, append([]string{"iptables", "-w", "-t", rule[0], "-D", rule[1]}, rule[2:]...)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(out); err != nil {
+		t.Fatalf("without the drop rule the neighbour still cannot reach the server (%v): the test shows nothing", err)
 	}
 }

@@ -166,11 +166,16 @@ func forwardChain(ctx context.Context) string {
 //     namespace's own routes say where it may go: only to the prefixes
 //     Route adds); forwarded packets into it only when they belong to a
 //     connection it opened; anything else forwarded into it is dropped.
-//   - raw PREROUTING: a packet for the host-side address that arrives on
-//     neither the link nor this machine's own loopback path (a non-local
-//     source) is dropped before anything sees it: with the weak host
-//     model Linux would otherwise accept it on the uplink, and the servers
-//     that listen on that address would be reachable from outside.
+//   - mangle PREROUTING: a packet for the host-side address that arrives
+//     on neither the link nor this machine's own loopback path (a
+//     non-local source) and opens a connection is dropped before NAT: with
+//     the weak host model Linux would otherwise accept it on the uplink,
+//     and the servers listening or published on that address (docker-nat's
+//     DNAT happens in nat PREROUTING, after this) would be reachable from
+//     outside. Not raw PREROUTING, which comes before connection tracking:
+//     a container's replies to this machine's own connections to a port
+//     published there (they leave with the host-side address as source)
+//     arrive on docker0 and must pass.
 func (h *NS) addRules(ctx context.Context) error {
 	comment := []string{"-m", "comment", "--comment", Label + string(h.run)}
 	chain := forwardChain(ctx)
@@ -179,8 +184,8 @@ func (h *NS) addRules(ctx context.Context) error {
 		append([]string{"filter", chain, "-o", h.hostLink}, append(comment, "-j", "DROP")...),
 		append([]string{"filter", chain, "-o", h.hostLink, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, append(comment, "-j", "ACCEPT")...),
 		append([]string{"filter", chain, "-i", h.hostLink}, append(comment, "-j", "ACCEPT")...),
-		append([]string{"raw", "PREROUTING", "-d", h.hostAddr.String() + "/32", "!", "-i", h.hostLink, "-m", "addrtype", "!", "--src-type", "LOCAL"},
-			append(comment, "-j", "DROP")...),
+		append([]string{"mangle", "PREROUTING", "-d", h.hostAddr.String() + "/32", "!", "-i", h.hostLink, "-m", "addrtype", "!", "--src-type", "LOCAL",
+			"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED"}, append(comment, "-j", "DROP")...),
 	}
 	for _, r := range rules {
 		argv := append([]string{"iptables", "-w", "-t", r[0], "-I", r[1], "1"}, r[2:]...)

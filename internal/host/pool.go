@@ -20,13 +20,11 @@ type Hosts struct {
 	mu    sync.Mutex
 	ns    *NS
 	nsErr error
-	// used records which platforms got which host, for the run's notes.
-	used map[string]Host
 }
 
 // NewHosts returns the client hosts of run as s asks.
 func NewHosts(run runid.ID, s Setting) *Hosts {
-	return &Hosts{run: run, set: s, used: map[string]Host{}}
+	return &Hosts{run: run, set: s}
 }
 
 // Setting is what the run asks of its client hosts.
@@ -40,34 +38,30 @@ func (p *Hosts) netns(ctx context.Context) (*NS, error) {
 	return p.ns, p.nsErr
 }
 
-// For returns the client host of the platform called name, which needs
-// need: nil for None (its clients run inside it).
-func (p *Hosts) For(ctx context.Context, name string, need Need) (Host, error) {
+// For returns the client host of a platform that needs need: nil for None
+// (its clients run inside it).
+func (p *Hosts) For(ctx context.Context, need Need) (Host, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var h Host
 	switch {
 	case need == None:
 		return nil, nil
 	case need == LoopbackOnly:
-		h = LoopbackHost()
+		return LoopbackHost(), nil
 	case p.set.Kind() == Netns:
 		ns, err := p.netns(ctx)
 		if err != nil {
 			return nil, err
 		}
-		h = ns
+		return ns, nil
 	case need == LinkAddress:
 		ns, err := p.netns(ctx)
 		if err != nil {
 			return nil, err
 		}
-		h = ns.OnHost()
-	default:
-		h = LoopbackHost()
+		return ns.OnHost(), nil
 	}
-	p.used[name] = h
-	return h, nil
+	return LoopbackHost(), nil
 }
 
 // Use is one client host and the platforms that use it.
@@ -76,13 +70,15 @@ type Use struct {
 	Platforms []string // sorted
 }
 
-// Uses lists the client hosts handed out, each with its platforms, the
-// most used first.
-func (p *Hosts) Uses() []Use {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// Uses groups the platforms of a run (name -> client host; nil: its
+// clients run inside it, left out) by where their client ran, the most used
+// first.
+func Uses(clients map[string]Host) []Use {
 	by := map[string][]string{}
-	for name, h := range p.used {
+	for name, h := range clients {
+		if h == nil {
+			continue
+		}
 		by[h.Describe()] = append(by[h.Describe()], name)
 	}
 	var out []Use

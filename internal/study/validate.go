@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -99,6 +100,7 @@ func (v *validator) settings() {
 	if !(s.OutsideCPUMax > 0) || math.IsInf(s.OutsideCPUMax, 0) {
 		v.add(v.at("outside_cpu_max"), "outside_cpu_max: %g is not a positive percentage of one core (default %g)", s.OutsideCPUMax, DefaultOutsideCPUMax)
 	}
+	v.client()
 	if s.Order != OrderRandom && s.Order != OrderFixed {
 		v.add(v.at("order"), "order: %q is not one of %s, %s", s.Order, OrderRandom, OrderFixed)
 	}
@@ -116,6 +118,22 @@ func (v *validator) settings() {
 	}
 	if s.MaxTime <= 0 {
 		v.add(v.at("max_time"), "max_time: %s is not positive", formatDuration(s.MaxTime))
+	}
+}
+
+// client checks the client host's settings, each at its own line.
+func (v *validator) client() {
+	s := v.s
+	if err := (host.Setting{Client: s.Client}).Validate(); err != nil {
+		v.add(v.at("client"), "%v", err)
+	}
+	if err := (host.Setting{MTU: s.ClientMTU}).Validate(); err != nil {
+		v.add(v.at("client_mtu"), "%v", err)
+	}
+	if s.ClientSubnet != "" {
+		if _, err := host.ParseSubnet(s.ClientSubnet); err != nil {
+			v.add(v.at("client_subnet"), "%v", err)
+		}
 	}
 }
 
@@ -350,6 +368,9 @@ type Overrides struct {
 	Quick bool
 	// Seed, when != 0, replaces the seed.
 	Seed int64
+	// Client, when set, replaces where the load runs (--client: netns or
+	// host).
+	Client string
 }
 
 // Validate checks the overrides on their own; errors name the flag.
@@ -362,6 +383,9 @@ func (o Overrides) Validate() error {
 	}
 	if o.UntilCI < 0 || o.UntilCI >= 100 {
 		return fmt.Errorf("--until-ci %g: want a percentage above 0 and below 100", o.UntilCI)
+	}
+	if o.Client != "" && !slices.Contains(host.Settings, o.Client) {
+		return fmt.Errorf("--client %q: want %s (netns: the load from a network namespace over a veth; host: on this machine over loopback)", o.Client, strings.Join(host.Settings, " or "))
 	}
 	seen := map[string]bool{}
 	for _, name := range o.Platforms {
@@ -410,6 +434,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	}
 	if o.Seed != 0 {
 		c.Seed = o.Seed
+	}
+	if o.Client != "" {
+		c.Client = o.Client
 	}
 	if c.Seed == 0 {
 		c.Seed = NewSeed()

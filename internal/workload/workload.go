@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -224,10 +225,15 @@ type Trial struct {
 	RawDir string
 	// Log receives progress lines meant for the run log.
 	Log io.Writer
-	// Host is this machine's native platform, for the roles of a topology
-	// that run beside the load driver whatever the platform (nil when the
-	// engine was given none).
+	// Host is the native platform of the roles of a topology that run
+	// beside the load driver whatever the platform: on the client host,
+	// listening on its ClientAddr (nil when the engine was given none).
 	Host platform.Platform
+	// Client is where the trial's load runs and how it reaches the
+	// platform's servers (nil: on this machine over loopback; see
+	// ClientHost). Load generators run through it: RunClient, the
+	// driver's Config.Client.
+	Client host.Host
 	// Steps, when not nil, keeps the steps of a search run within the trial
 	// (find-max), stored as they end, so that a trial interrupted and run
 	// again resumes its search; nil: keep them in memory (search.MemLog).
@@ -236,6 +242,9 @@ type Trial struct {
 	// driver runs.
 	Series SeriesSink
 }
+
+// ClientHost is t.Client, or the loopback host when it is nil.
+func (t Trial) ClientHost() host.Host { return host.Or(t.Client) }
 
 // Result is what one trial measured.
 type Result struct {
