@@ -357,6 +357,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		decide = min(in.coarse, t.Duration)
 	}
 	c := in.driverConfig(st, url, decide, string(t.Run))
+	c.Client = t.Client
 	meter, err := workload.StartCPU(ctx, tg.measured)
 	if err != nil {
 		return search.Outcome{}, in.cpuTimeError(ctx, url, err)
