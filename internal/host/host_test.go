@@ -222,8 +222,8 @@ func TestHostsHandOut(t *testing.T) {
 		t.Fatalf("None = %v, %v", h, err)
 	}
 	uses := Uses(map[string]Host{"native": lo, "docker-bridge": lo, "docker-nat": nat, "veth": nil})
-	if len(uses) != 2 || uses[0].String() != "host loopback (docker-bridge, native)" ||
-		uses[1].String() != "host to "+nat.ServerAddr()+" on a link nearnative made (docker-nat)" {
+	if len(uses) != 3 || uses[0].String() != "host loopback (docker-bridge, native)" ||
+		uses[1].String() != "host to "+nat.ServerAddr()+" on a link nearnative made (docker-nat)" || uses[2].String() != Inside+" (veth)" {
 		t.Fatalf("Uses = %v", uses)
 	}
 	if err := hs.Close(ctx); err != nil {

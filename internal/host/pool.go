@@ -70,16 +70,21 @@ type Use struct {
 	Platforms []string // sorted
 }
 
-// Uses groups the platforms of a run (name -> client host; nil: its
-// clients run inside it, left out) by where their client ran, the most used
-// first.
+// Inside is where the load of a platform without a client host ran: its
+// clients run in containers of the platform's own (the inter-container
+// techniques).
+const Inside = "in the platform's own containers"
+
+// Uses groups the platforms of a run (name -> client host; nil: Inside) by
+// where their client ran, the most used first.
 func Uses(clients map[string]Host) []Use {
 	by := map[string][]string{}
 	for name, h := range clients {
-		if h == nil {
-			continue
+		where := Inside
+		if h != nil {
+			where = h.Describe()
 		}
-		by[h.Describe()] = append(by[h.Describe()], name)
+		by[where] = append(by[where], name)
 	}
 	var out []Use
 	for where, names := range by {
