@@ -50,7 +50,10 @@ type guestConfig struct {
 	// from 127.0.0.1 to the same port numbers in the guest.
 	Bridge  *bridge
 	Forward []int
-	Index   int // guest number within the run: tap name and address
+	// ForwardOn is the host address the fallback forwards Forward on: the
+	// client host's ServerAddr ("" is 127.0.0.1).
+	ForwardOn string
+	Index     int // guest number within the run: tap name and address
 	Console string
 }
 
@@ -119,14 +122,19 @@ func (g *guest) start(ctx context.Context) error {
 		netdev = "tap,id=n0,ifname=" + g.tap + ",script=no,downscript=no"
 	} else {
 		// restrict=on: the guest reaches nothing but its forwarded ports.
-		g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", "127.0.0.1"
+		g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", cfg.ForwardOn
+		if g.reach == "" {
+			g.reach = "127.0.0.1"
+		}
 		agentPort, err := platform.FreePorts("127.0.0.1", 1)
 		if err != nil {
 			return err
 		}
+		// The agent is nearnative's own, on loopback; the servers' ports
+		// where the client host reaches this machine.
 		netdev = "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(agentPort[0]) + "-:" + strconv.Itoa(vmagent.Port)
 		for _, p := range cfg.Forward {
-			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", p, p)
+			netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", g.reach, p, p)
 		}
 		g.agent = vmagent.NewClient("127.0.0.1", token)
 		g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])

@@ -31,7 +31,7 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
-	ports, err := deploy.Ports(plan, "127.0.0.1")
+	ports, err := deploy.Ports(plan, p.env.ClientHost().ServerAddr())
 	if err != nil {
 		return nil, err
 	}

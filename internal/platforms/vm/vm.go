@@ -222,6 +222,12 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		} else if p.br, err = newBridge(p.env.Run); err != nil {
 			// Describe() states the fallback and why, with every result.
 			p.userNet = "the bridge could not be made: " + err.Error()
+		} else if err = p.env.ClientHost().Route(ctx, p.br.subnet()); err != nil {
+			// The client host reaches the guests through this machine,
+			// as an outside client reaches a VM's address.
+			rerr := p.br.remove()
+			p.br = nil
+			return errors.Join(fmt.Errorf("%s: %w", p.name, err), rerr)
 		}
 	}
 	if p.kind == platform.VM {
@@ -271,6 +277,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 	cfg := guestConfig{
 		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
+		ForwardOn: p.env.ClientHost().ServerAddr(),
 		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
 	p.mu.Unlock()
@@ -282,7 +289,7 @@ func (p *Platform) where(g *guest) string {
 	if g.cfg.Accel != "kvm" {
 		accel = EmulatedNote
 	}
-	net := "on QEMU user-mode networking (fallback: " + p.userNet + "), client via 127.0.0.1 port forwards (slirp)"
+	net := "on QEMU user-mode networking (fallback: " + p.userNet + "), client via " + g.reach + " port forwards (slirp)"
 	if g.cfg.Bridge != nil {
 		net = fmt.Sprintf("at %s on bridge %s (tap %s)", g.ip, g.cfg.Bridge.name, g.tap)
 	}
@@ -309,7 +316,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	}
 	// Any free port is free in a fresh guest; ask the host for ephemeral
 	// ones, which are also free for the fallback's port forwards.
-	ports, err := platform.AssignPorts(spec, "127.0.0.1")
+	ports, err := platform.AssignPorts(spec, p.env.ClientHost().ServerAddr())
 	if err != nil {
 		return nil, err
 	}
