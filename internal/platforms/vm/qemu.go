@@ -54,7 +54,7 @@ type guestConfig struct {
 	// client host's ServerAddr ("" is 127.0.0.1).
 	ForwardOn string
 	Index     int // guest number within the run: tap name and address
-	Console string
+	Console   string
 }
 
 // guest is one running QEMU guest.
