@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,7 +66,51 @@ type Listen struct {
 	// Natively it is a temp dir labelled with the run; in a container it is
 	// ContainerDir.
 	Dir string
+	// From are the subnets connections to the server come from on this
+	// platform: its client host's (and this machine's probes), loopback,
+	// and the network its peers and the platform's own proxies sit on
+	// (docker0, the guests' bridge). A server's access rules name them
+	// (pg_hba); empty when the platform cannot tell (see AllowedFrom).
+	From []netip.Prefix
 }
+
+// privateNets are the ranges AllowedFrom falls back to: loopback and the
+// private ranges, never an address that routes off a private network.
+var privateNets = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+}
+
+// AllowedFrom is where a server may accept connections from: l.From, or,
+// when the platform cannot tell (a Kubernetes cluster's pod and service
+// ranges), loopback and the private ranges.
+func (l Listen) AllowedFrom() []netip.Prefix {
+	if len(l.From) > 0 {
+		return l.From
+	}
+	return privateNets
+}
+
+// Nets returns the distinct valid prefixes of ps, masked, in order: a
+// platform's Listen.From.
+func Nets(ps ...netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, p := range ps {
+		if !p.IsValid() {
+			continue
+		}
+		p = p.Masked()
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Loopback is 127.0.0.0/8, for Listen.From.
+var Loopback = netip.MustParsePrefix("127.0.0.0/8")
 
 // ContainerDir is Listen.Dir inside containers and guests.
 const ContainerDir = "/nearnative"

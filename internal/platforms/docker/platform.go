@@ -51,8 +51,9 @@ type dockerPlatform struct {
 	pickPorts func(spec platform.Spec, host string) (map[string]int, error)
 
 	mu     sync.Mutex
-	bridge string // name of the default bridge's interface, once known
-	routed bool   // the client host has its route to the default bridge
+	bridge string         // name of the default bridge's interface, once known
+	routed bool           // the client host has its route to the default bridge
+	nets   []netip.Prefix // the containers' network's subnets, once known
 
 	net userNetwork // the run's own network, for kind DockerNetwork
 }
@@ -249,12 +250,15 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 // cpuset ("" for none). A plan without a client host gets the container's
 // address on its network.
 func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.Spec, pl plan, cpuset string) (_ *server, err error) {
+	if err := p.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	if pl.listen.From, err = p.from(ctx); err != nil {
+		return nil, err
+	}
 	argv := spec.Command(pl.listen)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
-	}
-	if err := p.ensureNetwork(ctx); err != nil {
-		return nil, err
 	}
 	if err := p.ensureRoute(ctx); err != nil {
 		return nil, err
@@ -441,6 +445,35 @@ func (p *dockerPlatform) ensureRoute(ctx context.Context) error {
 	}
 	p.routed = true
 	return nil
+}
+
+// from is where connections to the platform's servers come from: loopback,
+// the client host's subnet and, off the host network, the containers'
+// network (peers in other containers, docker-proxy, this machine's probes
+// from the bridge's gateway address).
+func (p *dockerPlatform) from(ctx context.Context) ([]netip.Prefix, error) {
+	nets := []netip.Prefix{platform.Loopback, p.client().Subnet()}
+	if p.kind == platform.DockerHost {
+		return platform.Nets(nets...), nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nets == nil {
+		id := network.NetworkBridge
+		if p.kind == platform.DockerNetwork {
+			id = p.net.id
+		}
+		n, err := p.eng.cli.NetworkInspect(ctx, id, network.InspectOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: inspecting the containers' network: %w", p.name, err)
+		}
+		for _, c := range n.IPAM.Config {
+			if pfx, err := netip.ParsePrefix(c.Subnet); err == nil && pfx.Addr().Is4() {
+				p.nets = append(p.nets, pfx)
+			}
+		}
+	}
+	return platform.Nets(append(nets, p.nets...)...), nil
 }
 
 // routeTo routes client to every IPv4 subnet of network n.

@@ -339,6 +339,11 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	spec := m.Spec
 	dir := platform.ContainerDir + "/" + spec.Name
 	l := platform.Listen{Host: s.listenHost(), Ports: s.ports[m.Server.ID], Dir: dir}
+	from, err := s.p.from(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.From = from
 	argv := spec.Command(l)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("server %s: empty command", spec.Name)

@@ -162,7 +162,8 @@ type server struct {
 }
 
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
-	listen := platform.Listen{Host: s.p.listen, Ports: s.ports, Dir: s.dir}
+	listen := platform.Listen{Host: s.p.listen, Ports: s.ports, Dir: s.dir,
+		From: platform.Nets(platform.Loopback, s.p.env.ClientHost().Subnet())}
 	if err := writeFiles(s.dir, spec.FilesFor(listen)); err != nil {
 		return err
 	}

@@ -344,7 +344,7 @@ func (s *vmSite) startProc(ctx context.Context, vg *vmGuest, m deploy.Member, cp
 		return nil, err
 	}
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: vg.g.ip, Ports: s.ports[m.Server.ID], Dir: dir}
+	l := platform.Listen{Host: vg.g.ip, Ports: s.ports[m.Server.ID], Dir: dir, From: s.p.from(vg.g)}
 	argv := spec.Command(l)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("server %s: empty command", spec.Name)
@@ -363,7 +363,7 @@ func (s *vmSite) startProc(ctx context.Context, vg *vmGuest, m deploy.Member, cp
 func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member, cpus string) (platform.Server, error) {
 	vg, spec := g.guest, m.Spec
 	hostDir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: platform.ContainerDir}
+	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: platform.ContainerDir, From: s.p.from(vg.g)}
 	if s.p.kind == KindDockerHost {
 		l.Host = vg.g.ip
 	}
@@ -436,7 +436,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 func (s *vmSite) startSupervised(ctx context.Context, g *vmGroup, m deploy.Member, cpus string) (platform.Server, error) {
 	spec := m.Spec
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: dir}
+	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: dir, From: s.p.from(g.guest.g)}
 	if s.p.kind == KindDockerHost {
 		l.Host = g.guest.g.ip
 	}

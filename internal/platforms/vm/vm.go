@@ -14,6 +14,7 @@ package vm
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"fmt"
 	"io"
 	"net"
@@ -297,6 +298,24 @@ func (p *Platform) where(g *guest) string {
 		accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
 }
 
+// from is where connections to a server in guest g come from: loopback
+// (the guest's own), the client host's subnet (routed through this
+// machine), the guests' bridge (this machine's probes, peers in other
+// guests) or QEMU's user-mode network, and on the vm-docker kinds the
+// guest engine's default bridge (its docker-proxy and containers).
+func (p *Platform) from(g *guest) []netip.Prefix {
+	nets := []netip.Prefix{platform.Loopback, p.env.ClientHost().Subnet()}
+	if g.cfg.Bridge != nil {
+		nets = append(nets, g.cfg.Bridge.subnet())
+	} else {
+		nets = append(nets, netip.MustParsePrefix("10.0.2.0/24"))
+	}
+	if p.kind != platform.VM {
+		nets = append(nets, netip.MustParsePrefix("172.17.0.0/16"))
+	}
+	return platform.Nets(nets...)
+}
+
 func agentFiles(fs []platform.File) []vmagent.File {
 	var out []vmagent.File
 	for _, f := range fs {
@@ -349,7 +368,7 @@ type server struct {
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	var err error
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir}
+	l := platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir, From: s.p.from(s.g)}
 	s.argv = spec.Command(l)
 	if len(s.argv) == 0 {
 		return fmt.Errorf("server %s: empty command", spec.Name)
