@@ -14,10 +14,10 @@ package vm
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
