@@ -415,7 +415,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
 	if client != nil {
-		res.Where = append(res.Where, "client: "+client.Describe()+"; "+client.Detail())
+		res.Where = append(res.Where, "client: "+client.Describe()+" ("+client.Detail()+")")
 	}
 	dur := time.Since(start)
 	e.spent += dur

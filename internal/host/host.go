@@ -239,9 +239,9 @@ func (l loopback) Describe() string {
 
 func (l loopback) Detail() string {
 	if l.via.IsValid() {
-		return "the client runs on this machine and reaches servers at " + l.via.String() + " (" + l.link + ")"
+		return "on this machine, servers at " + l.via.String() + ", " + l.link
 	}
-	return "the client runs on this machine and reaches servers at 127.0.0.1"
+	return "on this machine, servers at 127.0.0.1"
 }
 
 func (l loopback) ServerAddr() string {

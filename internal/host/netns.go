@@ -213,8 +213,8 @@ func (h *NS) Describe() string { return fmt.Sprintf("netns veth MTU %d", h.mtu) 
 
 // Detail implements Host.
 func (h *NS) Detail() string {
-	return fmt.Sprintf("the client runs in network namespace %s, joined by veth %s (%s, this machine) <-> %s (%s) on %s, MTU %d; servers at %s",
-		h.name, h.hostLink, h.hostAddr, h.nsLink, h.nsAddr, h.subnet, h.mtu, h.hostAddr)
+	return fmt.Sprintf("namespace %s, veth %s %s (this machine, servers) <-> %s %s (the client) on %s",
+		h.name, h.hostLink, h.hostAddr, h.nsLink, h.nsAddr, h.subnet)
 }
 
 // ServerAddr implements Host: the link's host-side address.
