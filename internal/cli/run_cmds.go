@@ -323,6 +323,9 @@ func notes(trials []store.Trial) []string {
 			case strings.HasPrefix(n, "closed loop") && !seen[t.Workload+" closed"]:
 				seen[t.Workload+" closed"] = true
 				driver = append(driver, fmt.Sprintf("%s: %s", t.Workload, n))
+			case strings.HasPrefix(n, workload.CliffNote) && !seen[t.Workload+t.Platform+" cliff"] && !t.Warmup:
+				seen[t.Workload+t.Platform+" cliff"] = true
+				driver = append(driver, fmt.Sprintf("%s on %s: %s", t.Workload, t.Platform, n))
 			case strings.HasPrefix(n, workload.SizeNote) && !seen[t.Workload+" size"] && !t.Warmup:
 				// the size a workload scaled to this machine, once
 				seen[t.Workload+" size"] = true

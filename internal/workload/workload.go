@@ -281,6 +281,11 @@ type Instance interface {
 // once per workload.
 const SizeNote = "size: "
 
+// CliffNote starts the trial note in which a workload names what it knows
+// to be behind a latency cliff it met (TCP's, not the platform's); reports
+// repeat that note once per workload and platform.
+const CliffNote = "latency cliff: "
+
 // Estimator is implemented by instances whose trials take noticeably
 // longer than the study's trial length (sizing, data layout, checks):
 // Estimate returns the expected wall time of one trial of length trial,

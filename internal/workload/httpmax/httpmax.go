@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/driver/httpc"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/qos"
@@ -281,6 +282,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval holds fewer than %d requests, too few for a p99): %s",
 			in.limit, cfg.Min, minSamples, lastSummary(sr.Steps))
 	}
+	if n := cliffNote(t.ClientHost(), sr.Steps); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	// The figures at the maximum come from its (last) passing step: the
 	// verification, or the best pass when the search hit its step cap.
 	var atMax search.Step
@@ -410,6 +414,34 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		return search.Outcome{}, err
 	}
 	return search.Outcome{Pass: verdict.Pass, Summary: summary, Detail: b}, nil
+}
+
+// The delayed-ACK band: a failing step's p99 in it, with the client over a
+// link, is the 40 ms floor of Linux's delayed ACK (BENCH.md, "The 40 ms
+// plateau"), not a cost of the platform.
+const (
+	delayedACKLowMs  = 36
+	delayedACKHighMs = 50
+)
+
+// cliffNote names TCP's mechanism when a failing step's p99 sits at the
+// delayed-ACK floor and the client reaches the server over a link (on
+// loopback a response is one segment and nothing waits for an ACK); ""
+// otherwise.
+func cliffNote(c host.Host, steps []search.Step) string {
+	if c.Kind() == host.Loopback {
+		return ""
+	}
+	for _, st := range steps {
+		var d stepDetail
+		if st.Pass || json.Unmarshal(st.Detail, &d) != nil || d.P99Ms < delayedACKLowMs || d.P99Ms > delayedACKHighMs {
+			continue
+		}
+		return fmt.Sprintf("%sp99 %.3g ms at %.0f req/s over %s is TCP's, not the platform's: nginx (sendfile, tcp_nopush) "+
+			"uncorks each response with TCP_NODELAY off, so its last, short segment waits under Nagle for the client's ACK, "+
+			"which Linux may delay by its 40 ms minimum (BENCH.md, \"The 40 ms plateau\")", workload.CliffNote, d.P99Ms, st.Value, c.Describe())
+	}
+	return ""
 }
 
 // detail summarises a step whose driver run had the CPU account acct.
