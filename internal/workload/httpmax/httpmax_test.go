@@ -281,9 +281,16 @@ func TestCliffNote(t *testing.T) {
 		return search.Step{Pass: pass, Value: rate, Detail: b}
 	}
 	steps := []search.Step{step(true, 500, 3), step(false, 1000, 43.8), step(false, 2000, 120)}
+	old := congestionControl
+	t.Cleanup(func() { congestionControl = old })
+	congestionControl = func() string { return "bbr" }
 	got := cliffNote(nsHost{host.LoopbackHost()}, steps)
-	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's") {
+	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: with BBR") {
 		t.Errorf("note %q", got)
+	}
+	congestionControl = func() string { return "cubic" }
+	if got := cliffNote(nsHost{host.LoopbackHost()}, steps); !strings.Contains(got, "a TCP timer's length") {
+		t.Errorf("note without BBR %q", got)
 	}
 	if n := cliffNote(host.LoopbackHost(), steps); n != "" {
 		t.Errorf("over loopback: %q, want none (a response is one segment there)", n)
