@@ -442,11 +442,11 @@ func cliffNote(c host.Host, steps []search.Step) string {
 		if st.Pass || json.Unmarshal(st.Detail, &d) != nil || d.P99Ms < plateauLowMs || d.P99Ms > plateauHighMs {
 			continue
 		}
-		why := "a TCP timer's length (Linux's delayed ACK waits at least 40 ms), not a cost of the platform"
+		why := "the length of a TCP timer, not a cost of the platform (Linux's delayed ACK waits at least 40 ms)"
 		if congestionControl() == "bbr" {
-			why = "TCP's, not the platform's: with BBR (this machine's tcp_congestion_control) TCP paces itself, " +
-				"and a connection carrying one small response every few tens of ms gets a bandwidth estimate so low that " +
-				"the second packet of a response (three segments over a 1500-byte link, one over loopback) leaves about 40 ms after the first"
+			why = "TCP's, not the platform's: over a 1500-byte link a response leaves in two packets (over loopback in one), " +
+				"and with BBR (this machine's tcp_congestion_control) the sender held the last one 35-50 ms for about 1% of responses, " +
+				"with the client's ACKs on time; with cubic on the same link it did not"
 		}
 		return fmt.Sprintf("%sp99 %.3g ms at %.0f req/s over %s is %s (BENCH.md, \"The 40 ms plateau\")",
 			workload.CliffNote, d.P99Ms, st.Value, c.Describe(), why)

@@ -285,11 +285,11 @@ func TestCliffNote(t *testing.T) {
 	t.Cleanup(func() { congestionControl = old })
 	congestionControl = func() string { return "bbr" }
 	got := cliffNote(nsHost{host.LoopbackHost()}, steps)
-	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: with BBR") {
+	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: over a 1500-byte link") {
 		t.Errorf("note %q", got)
 	}
 	congestionControl = func() string { return "cubic" }
-	if got := cliffNote(nsHost{host.LoopbackHost()}, steps); !strings.Contains(got, "a TCP timer's length") {
+	if got := cliffNote(nsHost{host.LoopbackHost()}, steps); !strings.Contains(got, "the length of a TCP timer") {
 		t.Errorf("note without BBR %q", got)
 	}
 	if n := cliffNote(host.LoopbackHost(), steps); n != "" {
