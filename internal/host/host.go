@@ -207,6 +207,10 @@ type Host interface {
 	// loopback there is nothing to do. Routing an already routed prefix
 	// again is not an error.
 	Route(ctx context.Context, dst netip.Prefix) error
+	// CanRoute says, before anything starts, whether Route can work here
+	// (a platform whose servers sit on a subnet of their own checks it):
+	// nil, or an error matching ErrSetting that says why and how to fix it.
+	CanRoute() error
 	// Close removes what the host made; closing twice, or after what it
 	// made is gone, is not an error.
 	Close(ctx context.Context) error
@@ -273,6 +277,7 @@ func (loopback) DialContext(ctx context.Context, network, addr string) (net.Conn
 }
 
 func (loopback) Route(context.Context, netip.Prefix) error { return nil }
+func (loopback) CanRoute() error                           { return nil }
 func (loopback) Close(context.Context) error               { return nil }
 
 // Or returns h, or the loopback host when h is nil: a trial or platform

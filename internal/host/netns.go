@@ -322,14 +322,24 @@ func (h *NS) Route(ctx context.Context, dst netip.Prefix) error {
 	if h.routes[dst] {
 		return nil
 	}
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(b)) != "1" {
-		return wrapped{fmt.Errorf("the client host reaches %s through this machine, which does not forward IPv4 (net.ipv4.ip_forward is not 1; Docker sets it, nearnative does not change it): set it, or use --client host", dst),
-			errors.Join(ErrUnreachable, ErrUnavailable)}
+	if err := h.CanRoute(); err != nil {
+		return err
 	}
 	if _, err := command(ctx, "ip", "-n", h.name, "route", "replace", dst.String(), "via", h.hostAddr.String()); err != nil {
 		return fmt.Errorf("client host %s: %w", h.name, err)
 	}
 	h.routes[dst] = true
+	return nil
+}
+
+// CanRoute implements Host: the client's packets to a platform's subnet
+// cross this machine, which must forward IPv4.
+func (h *NS) CanRoute() error {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return wrapped{errors.New("the client host reaches this platform's servers through this machine, which does not forward IPv4 " +
+			"(net.ipv4.ip_forward is not 1; Docker sets it, nearnative does not change it): set it, or run with --client host (client: host)"),
+			errors.Join(ErrUnreachable, ErrSetting)}
+	}
 	return nil
 }
 

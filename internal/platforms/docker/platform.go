@@ -115,6 +115,10 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 			// would be the userland proxy, docker-proxy's path).
 			return platform.Unavailablef("%s publishes on an address of a link nearnative made (its client host's), and was given a client on loopback", p.name)
 		}
+	case platform.DockerBridge, platform.DockerNetwork:
+		if err := p.client().CanRoute(); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
 	case platform.DockerProxy:
 		if p.eng.local() && userlandProxy("/proc") == "off" {
 			return platform.Unavailablef("dockerd runs with userland-proxy=false, so 127.0.0.1 is served by iptables, not docker-proxy: " +

@@ -156,6 +156,9 @@ func (p *Platform) Check(ctx context.Context) error {
 	if _, err := Probe(ctx); err != nil {
 		return platform.Unavailablef("%v", err)
 	}
+	if err := p.env.ClientHost().CanRoute(); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
 	return nil
 }
 
