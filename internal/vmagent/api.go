@@ -27,6 +27,10 @@ const Port = 7977
 const (
 	ParamIP    = "nn.ip"    // guest address with prefix, 10.213.7.2/24
 	ParamGW    = "nn.gw"    // host address on the bridge (no default route is set)
+	// ParamRoutes lists, comma-separated, the subnets the guest reaches
+	// through ParamGW: a client host's link, whose connections this
+	// machine routes to the guest.
+	ParamRoutes = "nn.routes"
 	ParamToken = "nn.token" // bearer token the host must present
 	ParamName  = "nn.name"  // host name of the guest
 )

@@ -53,6 +53,9 @@ type guestConfig struct {
 	// ForwardOn is the host address the fallback forwards Forward on: the
 	// client host's ServerAddr ("" is 127.0.0.1).
 	ForwardOn string
+	// Routes are the subnets the guest reaches through the host on the
+	// bridge: a client host's link.
+	Routes []string
 	Index     int // guest number within the run: tap name and address
 	Console   string
 }
@@ -145,6 +148,9 @@ func (g *guest) start(ctx context.Context) error {
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
 		vmagent.ParamToken + "=" + token, vmagent.ParamName + "=" + "nn-guest",
 	}, " ")
+	if cfg.Bridge != nil && len(cfg.Routes) > 0 {
+		appendArgs += " " + vmagent.ParamRoutes + "=" + strings.Join(cfg.Routes, ",")
+	}
 	accel, cpu := "tcg,thread=multi", "max"
 	if cfg.Accel == "kvm" {
 		accel, cpu = "kvm", "host"

@@ -27,6 +27,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/state"
@@ -281,7 +282,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 	cfg := guestConfig{
 		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
-		ForwardOn: p.env.ClientHost().ServerAddr(),
+		ForwardOn: p.env.ClientHost().ServerAddr(), Routes: p.clientRoutes(),
 		Console:   filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
 	p.mu.Unlock()
@@ -299,6 +300,15 @@ func (p *Platform) where(g *guest) string {
 	}
 	return fmt.Sprintf("QEMU guest, %s, %d vCPUs, %d MiB, disk from %s, booted in %v (not measured), %s",
 		accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
+}
+
+// clientRoutes are the subnets a guest routes back to through the host:
+// the client host's link when the client is in a namespace of its own.
+func (p *Platform) clientRoutes() []string {
+	if c := p.env.ClientHost(); c.Kind() == host.Netns {
+		return []string{c.Subnet().String()}
+	}
+	return nil
 }
 
 // from is where connections to a server in guest g come from: loopback
