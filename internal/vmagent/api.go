@@ -25,14 +25,14 @@ const Port = 7977
 
 // Kernel command line keys the agent reads.
 const (
-	ParamIP    = "nn.ip"    // guest address with prefix, 10.213.7.2/24
-	ParamGW    = "nn.gw"    // host address on the bridge (no default route is set)
+	ParamIP = "nn.ip" // guest address with prefix, 10.213.7.2/24
+	ParamGW = "nn.gw" // host address on the bridge (no default route is set)
 	// ParamRoutes lists, comma-separated, the subnets the guest reaches
 	// through ParamGW: a client host's link, whose connections this
 	// machine routes to the guest.
 	ParamRoutes = "nn.routes"
-	ParamToken = "nn.token" // bearer token the host must present
-	ParamName  = "nn.name"  // host name of the guest
+	ParamToken  = "nn.token" // bearer token the host must present
+	ParamName   = "nn.name"  // host name of the guest
 )
 
 // File is a file written into a process's directory before it starts.

@@ -55,9 +55,9 @@ type guestConfig struct {
 	ForwardOn string
 	// Routes are the subnets the guest reaches through the host on the
 	// bridge: a client host's link.
-	Routes []string
-	Index     int // guest number within the run: tap name and address
-	Console   string
+	Routes  []string
+	Index   int // guest number within the run: tap name and address
+	Console string
 }
 
 // guest is one running QEMU guest.

@@ -283,7 +283,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
 		ForwardOn: p.env.ClientHost().ServerAddr(), Routes: p.clientRoutes(),
-		Console:   filepath.Join(p.env.LogDir, name+"-console.log"),
+		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
 	p.mu.Unlock()
 	return bootGuest(ctx, cfg)
