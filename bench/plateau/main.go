@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -95,13 +96,15 @@ func run() error {
 			return fmt.Errorf("%s not found: make setup installs it", t)
 		}
 	}
-	ctx := context.Background()
+	// Ctrl-C stops the run and removes what it made (the deferred calls).
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
 	id := runid.New()
 	c, err := host.NewNS(ctx, id, host.Setting{Client: host.SettingNetns, MTU: *mtu})
 	if err != nil {
 		return err
 	}
-	defer c.Close(ctx)
+	defer c.Close(context.WithoutCancel(ctx))
 	if *congctl != "" {
 		// Only the route of the client's own link: the servers' sockets
 		// towards the client use it, nothing else of the machine does.
