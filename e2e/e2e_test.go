@@ -592,8 +592,8 @@ workloads:
 	if err := second.Wait(); err != nil {
 		t.Fatalf("second run: %v\n%s", err, err2.String())
 	}
-	if !strings.Contains(err2.String(), "waiting: the machine is being measured by run "+string(id1)) {
-		t.Errorf("the second run did not say whom it waited for:\n%s", err2.String())
+	if !strings.Contains(err2.String(), "waiting: the machine is being measured by run "+string(id1)) || !strings.Contains(err2.String(), "this run is next in line") {
+		t.Errorf("the second run did not say whom it waited for and its place:\n%s", err2.String())
 	}
 	st := e.store()
 	runs, err := st.Runs(context.Background())

@@ -95,8 +95,8 @@ func run() error {
 	// The machine-wide measuring lock of `nearnative run`: a cross-check
 	// measures one after the other with the runs, not during them.
 	lock, err := state.Home().AcquireMachine(ctx, state.Holder{Run: o.id, Study: "respbench", PID: os.Getpid(), Since: time.Now()}, true,
-		func(h state.Holder) {
-			fmt.Fprintf(os.Stderr, "respbench: waiting: the machine is being measured by %s\n", h)
+		func(p state.Place) {
+			fmt.Fprintf(os.Stderr, "respbench: waiting, %s: the machine is being measured by %s\n", p, p.Holder)
 		})
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Sweeper finds and removes one kind of resource.
@@ -36,34 +37,74 @@ type Sweeper interface {
 // Report says what a cleanup did.
 type Report struct {
 	Removed []string
+	// Runs says, for each run swept, what was removed and what failed.
+	Runs []RunReport
 	// Alive lists runs skipped because a live nearnative process holds them.
-	Alive  []runid.ID
-	Errors []error
+	Alive []runid.ID
+	// Unknown lists runs skipped because nothing on this machine shows
+	// whether their process lives: no lock file in this lock directory and
+	// no owner record in this state directory (a run of another lock
+	// directory, resources a test made, or a state directory's runs from
+	// before a reboot). Naming such a run removes it.
+	Unknown []runid.ID
+	// Invalid describes labels and names that claim to be a run but are no
+	// run ID: they were not made by nearnative and are left alone.
+	Invalid []string
+	Errors  []error
+}
+
+// RunReport is what a sweep of one run did.
+type RunReport struct {
+	Run     runid.ID
+	Removed []string
+	Errors  []error
 }
 
 // Options select what to clean.
 type Options struct {
-	Run   runid.ID // "" = every run that is no longer alive
-	Force bool     // also clean runs that look alive
+	Run runid.ID // "" = every run known to have crashed
+	// Force also cleans runs that look alive (and, without Run, every run
+	// whose liveness is unknown).
+	Force bool
+	// Orphans also cleans, without Run, the runs whose liveness is unknown.
+	Orphans bool
 }
 
-// Clean runs every sweeper for the selected runs.
+// Clean runs every sweeper for the selected runs. Every run ID a sweeper
+// lists is checked to be a run ID before it names anything; one that is not
+// is reported in Report.Invalid and left alone. Without Options.Run only
+// runs known to be dead are swept (state.Liveness): the sweep takes each
+// one's liveness lock while it works (state.Claim), so that a resume or
+// another sweep waits, and removes the lock file only when every sweeper
+// succeeded, so that a run left half-swept is found again.
 func Clean(ctx context.Context, dir state.Dir, sweepers []Sweeper, o Options) Report {
 	var rep Report
 	runs := map[runid.ID]bool{}
 	if o.Run != "" {
+		if !o.Run.Valid() {
+			rep.Errors = append(rep.Errors, fmt.Errorf("cleanup: %q is not a run ID", o.Run))
+			return rep
+		}
 		runs[o.Run] = true
 	} else {
+		invalid := map[string]bool{}
 		for _, s := range sweepers {
 			ids, err := s.Runs(ctx)
 			if err != nil {
 				rep.Errors = append(rep.Errors, fmt.Errorf("listing %s: %w", s.Kind(), err))
-				continue
 			}
 			for _, id := range ids {
+				if !id.Valid() {
+					invalid[fmt.Sprintf("%s labelled or named with run %q, which is not a run ID (not made by nearnative): left alone", s.Kind(), id)] = true
+					continue
+				}
 				runs[id] = true
 			}
 		}
+		for msg := range invalid {
+			rep.Invalid = append(rep.Invalid, msg)
+		}
+		sort.Strings(rep.Invalid)
 	}
 	var ids []runid.ID
 	for id := range runs {
@@ -71,25 +112,64 @@ func Clean(ctx context.Context, dir state.Dir, sweepers []Sweeper, o Options) Re
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		if !o.Force && dir.Alive(id) {
+		live := dir.Liveness(id)
+		switch {
+		case live == state.Alive && !o.Force:
 			rep.Alive = append(rep.Alive, id)
 			continue
+		case live == state.Unknown && o.Run == "" && !o.Force && !o.Orphans:
+			rep.Unknown = append(rep.Unknown, id)
+			continue
 		}
+		var claim *state.Lock
+		if live != state.Alive {
+			c, err := dir.Claim(id)
+			if err != nil {
+				// It came alive (a resume) or another sweep has it.
+				rep.Alive = append(rep.Alive, id)
+				continue
+			}
+			claim = c
+		}
+		rr := RunReport{Run: id}
 		// Processes first: they hold cgroups, ports and temp dirs.
 		for _, s := range sweepers {
 			removed, err := s.Remove(ctx, id)
-			rep.Removed = append(rep.Removed, removed...)
+			rr.Removed = append(rr.Removed, removed...)
 			if err != nil {
-				rep.Errors = append(rep.Errors, fmt.Errorf("removing %s of run %s: %w", s.Kind(), id, err))
+				rr.Errors = append(rr.Errors, fmt.Errorf("removing %s of run %s: %w", s.Kind(), id, err))
 			}
 		}
-		// A forced cleanup of a live run leaves its lock: the run still holds
-		// it and must go on looking alive to other cleanups.
-		if !dir.Alive(id) {
-			os.Remove(filepath.Join(dir.LockDir(), string(id)))
+		// A forced cleanup of a live run leaves its lock: the run still
+		// holds it and must go on looking alive to other cleanups.
+		if len(rr.Errors) == 0 {
+			claim.Release()
+		} else {
+			claim.Unlock()
 		}
+		rep.Runs = append(rep.Runs, rr)
+		rep.Removed = append(rep.Removed, rr.Removed...)
+		rep.Errors = append(rep.Errors, rr.Errors...)
 	}
 	return rep
+}
+
+// Crashed lists, sorted, the runs the sweepers find resources of whose
+// nearnative process is known to be gone (state.Dead): what Clean without a
+// run would sweep.
+func Crashed(ctx context.Context, dir state.Dir, sweepers []Sweeper) []runid.ID {
+	set := map[runid.ID]bool{}
+	for _, s := range sweepers {
+		ids, _ := s.Runs(ctx)
+		for _, id := range ids {
+			if id.Valid() && dir.Liveness(id) == state.Dead {
+				set[id] = true
+			}
+		}
+	}
+	out := keys(set)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // Processes sweeps native server processes: those recorded in state files and
@@ -118,6 +198,9 @@ func (p Processes) Runs(ctx context.Context) ([]runid.ID, error) {
 
 // Remove implements Sweeper.
 func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
+	if !run.Valid() {
+		return nil, fmt.Errorf("%q is not a run ID", run)
+	}
 	var removed []string
 	var errs []error
 	dir := native.ProcDir(p.Dir, run)
@@ -126,11 +209,14 @@ func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 		var st native.ProcState
 		b, err := os.ReadFile(f)
 		if err == nil && json.Unmarshal(b, &st) == nil && st.PID > 0 {
-			if tick, err := native.StartTick(st.PID); err == nil && tick == st.StartTick {
+			// A zombie (killed with nearnative, not yet reaped by init)
+			// is gone already.
+			if ps, err := sysinfo.ReadProcStat(st.PID); err == nil && ps.StartTime == st.StartTick && ps.State != "Z" {
 				killGroup(st.PID)
 				removed = append(removed, fmt.Sprintf("process group %d (%s, run %s)", st.PID, st.Name, run))
 			}
-			if st.Dir != "" {
+			// Only a temp dir of the run is removed, whatever the file says.
+			if ownTempDir(st.Dir, run) {
 				if err := os.RemoveAll(st.Dir); err != nil {
 					errs = append(errs, err)
 				}
@@ -148,6 +234,12 @@ func (p Processes) Remove(ctx context.Context, run runid.ID) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// ownTempDir reports whether dir is one of run's temp dirs (state.TempDir).
+func ownTempDir(dir string, run runid.ID) bool {
+	id, ok := state.RunOfTempDir(dir)
+	return ok && id == run && filepath.Dir(dir) == filepath.Clean(os.TempDir())
 }
 
 func killGroup(pgid int) {
@@ -293,5 +385,8 @@ func (c Containers) Runs(ctx context.Context) ([]runid.ID, error) { return c.Eng
 
 // Remove implements Sweeper.
 func (c Containers) Remove(ctx context.Context, run runid.ID) ([]string, error) {
+	if !run.Valid() {
+		return nil, fmt.Errorf("%q is not a run ID", run)
+	}
 	return c.Engine.RemoveRun(ctx, run)
 }

@@ -62,26 +62,29 @@ func ids(n int) []runid.ID {
 
 func TestClean(t *testing.T) {
 	r := ids(3)
-	a, b, c := r[0], r[1], r[2]
+	a, b, c := r[0], r[1], r[2] // a crashed, b alive, c unknown here
 	as, bs, cs := string(a), string(b), string(c)
 	tests := []struct {
 		name        string
 		opt         Options
 		wantLog     []string
 		wantAlive   []runid.ID
+		wantUnknown []runid.ID
 		wantRuns    int // calls of each sweeper's Runs
 		wantRemoved int
 	}{
-		{"all dead runs; the live one is skipped", Options{},
-			[]string{"procs " + as, "dirs " + as, "procs " + cs, "dirs " + cs}, []runid.ID{b}, 1, 4},
-		{"force cleans the live one too", Options{Force: true},
-			[]string{"procs " + as, "dirs " + as, "procs " + bs, "dirs " + bs, "procs " + cs, "dirs " + cs}, nil, 1, 6},
-		{"one run", Options{Run: c},
-			[]string{"procs " + cs, "dirs " + cs}, nil, 0, 2},
+		{"the crashed run; the live and the unknown one are skipped", Options{},
+			[]string{"procs " + as, "dirs " + as}, []runid.ID{b}, []runid.ID{c}, 1, 2},
+		{"orphans: the unknown one too", Options{Orphans: true},
+			[]string{"procs " + as, "dirs " + as, "procs " + cs, "dirs " + cs}, []runid.ID{b}, nil, 1, 4},
+		{"force cleans every run", Options{Force: true},
+			[]string{"procs " + as, "dirs " + as, "procs " + bs, "dirs " + bs, "procs " + cs, "dirs " + cs}, nil, nil, 1, 6},
+		{"one unknown run, named", Options{Run: c},
+			[]string{"procs " + cs, "dirs " + cs}, nil, nil, 0, 2},
 		{"one live run", Options{Run: b},
-			nil, []runid.ID{b}, 0, 0},
+			nil, []runid.ID{b}, nil, 0, 0},
 		{"one live run, forced", Options{Run: b, Force: true},
-			[]string{"procs " + bs, "dirs " + bs}, nil, 0, 2},
+			[]string{"procs " + bs, "dirs " + bs}, nil, nil, 0, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +101,7 @@ func TestClean(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log []string
-			procs := &fakeSweeper{kind: "procs", runs: []runid.ID{c, b}, log: &log}
+			procs := &fakeSweeper{kind: "procs", runs: []runid.ID{c, b, "../../canary"}, log: &log}
 			dirs := &fakeSweeper{kind: "dirs", runs: []runid.ID{a, c}, log: &log}
 			rep := Clean(context.Background(), dir, []Sweeper{procs, dirs}, tt.opt)
 
@@ -108,6 +111,9 @@ func TestClean(t *testing.T) {
 			if !reflect.DeepEqual(rep.Alive, tt.wantAlive) {
 				t.Errorf("Alive %v, want %v", rep.Alive, tt.wantAlive)
 			}
+			if !reflect.DeepEqual(rep.Unknown, tt.wantUnknown) {
+				t.Errorf("Unknown %v, want %v", rep.Unknown, tt.wantUnknown)
+			}
 			if procs.runsCalls != tt.wantRuns || dirs.runsCalls != tt.wantRuns {
 				t.Errorf("Runs called %d and %d times, want %d", procs.runsCalls, dirs.runsCalls, tt.wantRuns)
 			}
@@ -116,6 +122,16 @@ func TestClean(t *testing.T) {
 			}
 			if len(rep.Errors) != 0 {
 				t.Errorf("Errors %v", rep.Errors)
+			}
+			// The forged ID is reported, never swept.
+			if tt.opt.Run == "" {
+				if len(rep.Invalid) != 1 || !strings.Contains(rep.Invalid[0], `"../../canary"`) || !strings.Contains(rep.Invalid[0], "procs") {
+					t.Errorf("Invalid %q, want the forged ID from procs", rep.Invalid)
+				}
+			}
+			// One report per run swept.
+			if len(rep.Runs)*2 != len(tt.wantLog) {
+				t.Errorf("Runs %+v for removals %q", rep.Runs, tt.wantLog)
 			}
 			// A cleaned dead run's lock file goes; the live run b keeps its
 			// lock, skipped or forced, so it goes on looking alive.
@@ -129,16 +145,42 @@ func TestClean(t *testing.T) {
 					t.Errorf("lock file of the live run removed: %v", err)
 				}
 			}
-			if !slices.Contains(log, "procs "+string(b)) && !dir.Alive(b) {
-				t.Error("live run no longer alive after Clean skipped it")
+			if !dir.Alive(b) {
+				t.Error("live run no longer alive after Clean")
 			}
 		})
 	}
 }
 
+// TestCleanKeepsLockOnError: a run whose sweep failed keeps its lock file,
+// so that it still reads as crashed and the next sweep tries again.
+func TestCleanKeepsLockOnError(t *testing.T) {
+	t.Setenv(state.EnvLockDir, t.TempDir())
+	dir := state.Dir{Root: t.TempDir()}
+	id := ids(1)[0]
+	if err := os.WriteFile(filepath.Join(dir.LockDir(), string(id)), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	broken := &fakeSweeper{kind: "containers", runs: []runid.ID{id}, removeErr: errors.New("docker down"), log: &log}
+	rep := Clean(context.Background(), dir, []Sweeper{broken}, Options{})
+	if len(rep.Errors) != 1 || len(rep.Runs) != 1 || len(rep.Runs[0].Errors) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if dir.Liveness(id) != state.Dead {
+		t.Errorf("after a failed sweep the run reads %v, want dead", dir.Liveness(id))
+	}
+}
+
 func TestCleanErrors(t *testing.T) {
+	t.Setenv(state.EnvLockDir, t.TempDir())
 	dir := state.Dir{Root: t.TempDir()}
 	r := ids(2)
+	for _, id := range r { // both crashed
+		if err := os.WriteFile(filepath.Join(dir.LockDir(), string(id)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var log []string
 	broken := &fakeSweeper{kind: "containers", runsErr: errors.New("docker down"), removeErr: errors.New("docker down"), log: &log}
 	ok := &fakeSweeper{kind: "dirs", runs: r, log: &log}
@@ -314,6 +356,7 @@ func TestProcessesSweeperEnv(t *testing.T) {
 }
 
 func TestProcessesSweeperStateFiles(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
 	dir := state.Dir{Root: t.TempDir()}
 	r := ids(2)
 	run, other := r[0], r[1]
@@ -340,7 +383,23 @@ func TestProcessesSweeperStateFiles(t *testing.T) {
 		}
 		return f
 	}
-	serverDir := t.TempDir()
+	serverDir, err := state.TempDir(run, "redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record naming a directory that is not the run's: the directory
+	// stays, whatever the file says.
+	notOurs := t.TempDir()
+	write("forged", native.ProcState{Run: run, Name: "redis", PID: 1, StartTick: 1, Dir: notOurs})
+	if _, err := (Processes{Dir: dir}).Remove(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(notOurs); err != nil {
+		t.Fatalf("a directory a state file named, not the run's, was removed: %v", err)
+	}
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	// First a stale record: same PID, another start time (PID reused). The
 	// process must survive.

@@ -36,19 +36,29 @@ containerd with CRI, a bridge CNI, kubelet and kube-proxy, all on loopback or on
 bridge of its own. The first 'up' builds Kubernetes ` + cluster.KubernetesVersion + ` and etcd ` + cluster.EtcdVersion + ` from the
 Go module proxy (about 15 minutes of CPU on two cores) and caches them under the
 state directory; 'down' removes everything the cluster made on the host.`,
+		Example: `  nearnative cluster up
+  nearnative run redis --platforms native,k8s-pod,k8s-service
+  nearnative cluster down`,
 	}
 	var noImage bool
 	var imageRef string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Build the binaries once, start the cluster, import the workload image, wait for the node",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative cluster up
+  nearnative cluster up --no-image`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			cfg := cluster.DefaultConfig(a.dir)
 			if err := cluster.Prerequisites(); err != nil {
 				return withCode(ExitUnavailable, err)
 			}
+			release, err := a.holdMachine(ctx, "cluster up")
+			if err != nil {
+				return err
+			}
+			defer release()
 			o := cluster.UpOptions{Log: a.stderr}
 			if !noImage {
 				engine := &platformset.Engine{}
@@ -74,11 +84,17 @@ state directory; 'down' removes everything the cluster made on the host.`,
 	up.Flags().BoolVar(&noImage, "no-image", false, "do not import the workload image (the k8s platforms import it when they need it)")
 	up.Flags().StringVar(&imageRef, "image", "", "workload image to import instead of the locally built one")
 	down := &cobra.Command{
-		Use:   "down",
-		Short: "Stop the cluster and remove its pods, processes, mounts, bridge, iptables chains and cgroups; restore sysctls",
-		Args:  cobra.NoArgs,
+		Use:     "down",
+		Short:   "Stop the cluster and remove its pods, processes, mounts, bridge, iptables chains and cgroups; restore sysctls",
+		Example: "  nearnative cluster down",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg := cluster.DefaultConfig(a.dir)
+			release, err := a.holdMachine(c.Context(), "cluster down")
+			if err != nil {
+				return err
+			}
+			defer release()
 			done, err := cfg.Down(c.Context(), a.stderr)
 			for _, d := range done {
 				fmt.Fprintln(a.stdout, "removed "+d)
@@ -90,9 +106,10 @@ state directory; 'down' removes everything the cluster made on the host.`,
 		},
 	}
 	status := &cobra.Command{
-		Use:   "status",
-		Short: "Show the cluster's processes and whether its node is Ready",
-		Args:  cobra.NoArgs,
+		Use:     "status",
+		Short:   "Show the cluster's processes and whether its node is Ready",
+		Example: "  nearnative cluster status",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg := cluster.DefaultConfig(a.dir)
 			st := cfg.Status(c.Context())

@@ -37,6 +37,7 @@ func TestExitCode(t *testing.T) {
 		{"bad study for the engine", wrap(engine.ErrConfig), ExitBadInput},
 		{"platform unavailable", wrap(platform.Unavailablef("no KVM")), ExitUnavailable},
 		{"machine busy with --no-wait", wrap(&state.BusyError{}), ExitUnavailable},
+		{"result store failed", wrap(&engine.StoreError{Err: errors.New("disk full")}), ExitUnavailable},
 		{"full disk", fmt.Errorf("writing --html r.html: %w", syscall.ENOSPC), ExitFailure},
 		// Words that once decided the code decide nothing now.
 		{"words of a usage error", errors.New("invalid argument: unknown flag: requires accepts"), ExitFailure},

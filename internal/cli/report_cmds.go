@@ -113,9 +113,16 @@ func (a *app) diagnostic(runs []storedRun) func(workload, metric string) bool {
 	}
 }
 
+// Stdout is the file name that means standard output for every file flag.
+const Stdout = "-"
+
 // checkWritable fails, as bad input, when path cannot be written: checked
 // before the work that produces it, so that a typo does not cost a run.
+// "-" (standard output) can always be written.
 func checkWritable(flag, path string) error {
+	if path == Stdout {
+		return nil
+	}
 	_, statErr := os.Stat(path)
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
@@ -128,9 +135,24 @@ func checkWritable(flag, path string) error {
 	return nil
 }
 
-// writeFiles writes every file or none: each destination is checked first,
-// and files this call created are removed again when a later one fails.
-func writeFiles(files []outFile) error {
+// writeOutputs writes every file or none: each destination is checked
+// first, and files this call created are removed again when a later one
+// fails. A path of "-" is standard output, written last, once every file
+// is written; only one output may go there. Each file written is said on
+// stderr with what (a "(12 trials)"), standard output is not.
+func (a *app) writeOutputs(files []outFile, what string) error {
+	var toStdout *outFile
+	var onDisk []outFile
+	for i, f := range files {
+		if f.path != Stdout {
+			onDisk = append(onDisk, f)
+			continue
+		}
+		if toStdout != nil {
+			return withCode(ExitBadInput, fmt.Errorf("%s - and %s -: only one output can go to standard output", toStdout.flag, f.flag))
+		}
+		toStdout = &files[i]
+	}
 	var created []string
 	undo := func() {
 		for _, p := range created {
@@ -138,7 +160,7 @@ func writeFiles(files []outFile) error {
 		}
 	}
 	// A destination that cannot be opened is the user's path: bad input.
-	for _, f := range files {
+	for _, f := range onDisk {
 		_, statErr := os.Stat(f.path)
 		fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
@@ -151,13 +173,32 @@ func writeFiles(files []outFile) error {
 		}
 	}
 	// A write that fails once open (a full disk) is an I/O error: exit 1.
-	for _, f := range files {
+	for _, f := range onDisk {
 		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
 			undo()
 			return fmt.Errorf("writing %s %s: %w", f.flag, f.path, err)
 		}
 	}
+	if toStdout != nil {
+		if _, err := a.stdout.Write(toStdout.data); err != nil {
+			return fmt.Errorf("writing %s to standard output: %w", toStdout.flag, err)
+		}
+	}
+	for _, f := range onDisk {
+		fmt.Fprintf(a.stderr, "wrote %s%s\n", f.path, what)
+	}
 	return nil
+}
+
+// toStdout reports whether any of paths is standard output: the command
+// then writes nothing else there.
+func toStdout(paths ...string) bool {
+	for _, p := range paths {
+		if p == Stdout {
+			return true
+		}
+	}
+	return false
 }
 
 type outFile struct {
@@ -181,8 +222,11 @@ func (a *app) reportCmd() *cobra.Command {
 file that needs no network: per workload and metric a chart of each platform
 relative to the baseline with its 95% CI and the single trials, the table with
 verdicts, warnings, the environment and study settings, the trial order and
-the exact commands run.`,
-		Args: cobra.ExactArgs(1),
+the exact commands run. --html - writes it to standard output.`,
+		Example: `  nearnative report last --html report.html
+  nearnative report 20261126-0912 --html - > run.html`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			if htmlOut == "" {
 				return withCode(ExitBadInput, errors.New("where to? give --html FILE"))
@@ -207,30 +251,55 @@ the exact commands run.`,
 			if err != nil {
 				return err
 			}
-			if err := writeFiles([]outFile{{"--html", htmlOut, data}}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "wrote %s\n", htmlOut)
-			return nil
+			return a.writeOutputs([]outFile{{"--html", htmlOut, data}}, "")
 		},
 	}
-	c.Flags().StringVar(&htmlOut, "html", "", "write the report as HTML to this file")
+	c.Flags().StringVar(&htmlOut, "html", "", "write the report as HTML to this `FILE` (- for standard output)")
 	return c
 }
 
 func (a *app) exportCmd() *cobra.Command {
-	var csvOut, jsonOut string
+	var format, outPath, csvOut, jsonOut string
 	c := &cobra.Command{
-		Use:   "export RUN [--csv FILE] [--json FILE]",
+		Use:   "export RUN [--format csv|json] [-o FILE]",
 		Short: "Write a stored run's trials, one row each with every metric, as CSV or JSON",
 		Long: `Write every trial of a stored run (warm-up and failed ones included, marked)
 as one row: run, study, round, index, warmup, workload, platform, the
 platform's options, start, duration, error and one column per metric. The
-JSON is an array of flat records (pandas.read_json reads it).`,
-		Args: cobra.ExactArgs(1),
+JSON is an array of flat records (pandas.read_json reads it). The output goes
+to standard output unless -o names a file. (--csv FILE and --json FILE, the
+old spellings, still work and say so.)
+
+(The run's results, the table's figures with their intervals, are ` + "`show RUN --json -`" + `.)`,
+		Example: `  nearnative export last > trials.csv
+  nearnative export last --format json | jq '.[0]'
+  nearnative export 20261126-0912 --format csv -o trials.csv`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
-			if csvOut == "" && jsonOut == "" {
-				return withCode(ExitBadInput, errors.New("where to? give --csv FILE and/or --json FILE"))
+			type output struct {
+				flag, path string
+				write      func(io.Writer, htmlreport.ExportInput) error
+			}
+			var outs []output
+			oldSpelling(a.stderr, c, "csv", "--format csv -o FILE")
+			oldSpelling(a.stderr, c, "json", "--format json -o FILE (--json on run and show writes the run's results)")
+			switch {
+			case (csvOut != "" || jsonOut != "") && (c.Flags().Changed("format") || c.Flags().Changed("output")):
+				return withCode(ExitBadInput, errors.New("--csv and --json are the old spellings of --format and -o: give one or the other"))
+			case csvOut != "" || jsonOut != "":
+				if csvOut != "" {
+					outs = append(outs, output{"--csv", csvOut, htmlreport.WriteCSV})
+				}
+				if jsonOut != "" {
+					outs = append(outs, output{"--json", jsonOut, htmlreport.WriteJSON})
+				}
+			case format == "csv":
+				outs = append(outs, output{"-o", outPath, htmlreport.WriteCSV})
+			case format == "json":
+				outs = append(outs, output{"-o", outPath, htmlreport.WriteJSON})
+			default:
+				return withCode(ExitBadInput, fmt.Errorf("--format %q: want csv or json", format))
 			}
 			ctx := c.Context()
 			db, err := a.openStore(ctx)
@@ -244,31 +313,43 @@ JSON is an array of flat records (pandas.read_json reads it).`,
 			}
 			in := htmlreport.ExportInput{Run: s.run, Trials: s.trials, Study: s.study}
 			var files []outFile
-			for _, o := range []struct {
-				flag, path string
-				write      func(io.Writer, htmlreport.ExportInput) error
-			}{{"--csv", csvOut, htmlreport.WriteCSV}, {"--json", jsonOut, htmlreport.WriteJSON}} {
-				if o.path == "" {
-					continue
-				}
+			for _, o := range outs {
 				data, err := renderTo(func(w io.Writer) error { return o.write(w, in) })
 				if err != nil {
 					return err
 				}
 				files = append(files, outFile{o.flag, o.path, data})
 			}
-			if err := writeFiles(files); err != nil {
-				return err
-			}
-			for _, f := range files {
-				fmt.Fprintf(a.stderr, "wrote %s (%d trials)\n", f.path, len(s.trials))
-			}
-			return nil
+			return a.writeOutputs(files, fmt.Sprintf(" (%d trials)", len(s.trials)))
 		},
 	}
-	c.Flags().StringVar(&csvOut, "csv", "", "write the trials as CSV to this file")
-	c.Flags().StringVar(&jsonOut, "json", "", "write the trials as JSON to this file")
+	fl := c.Flags()
+	fl.StringVar(&format, "format", "csv", "csv or json")
+	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this `FILE` (- for standard output)")
+	fl.StringVar(&csvOut, "csv", "", "write the trials as CSV to this file")
+	fl.StringVar(&jsonOut, "json", "", "write the trials as JSON to this file")
+	fl.MarkHidden("csv")
+	fl.MarkHidden("json")
+	c.RegisterFlagCompletionFunc("format", fixedValues("csv", "json"))
 	return c
+}
+
+// oldSpelling says, when flag (an old spelling kept as an alias) was
+// given, what replaced it.
+func oldSpelling(w io.Writer, c *cobra.Command, flag, now string) {
+	if c.Flags().Changed(flag) {
+		fmt.Fprintf(w, "note: %s --%s is the old spelling, kept as an alias: it is now %s\n", c.Name(), flag, now)
+	}
+}
+
+// compareInterval says how compare makes its intervals, from what stats
+// chooses for unpaired samples (a test holds the help to it).
+func compareInterval() string {
+	mean, tail := stats.Choose(stats.MeanStatistic, false), stats.Choose(stats.TailStatistic, false)
+	if mean == tail {
+		return "unpaired: " + mean.Describe(false)
+	}
+	return "unpaired: " + mean.Describe(false) + " for means, " + tail.Describe(false) + " for tail percentiles"
 }
 
 // parsePct reads "5%" or "5" as 5.
@@ -286,14 +367,18 @@ func (a *app) compareCmd() *cobra.Command {
 		Use:   "compare RUN_A RUN_B [RUN...]",
 		Short: "Compare the same workloads, metrics and platforms across stored runs",
 		Long: `Print, for every workload, metric and platform the runs have in common, the
-mean in each run and each later run's ratio to the first with a 95% CI (an
-unpaired bootstrap over the two runs' trials: rounds of different runs are not
-paired), and ~, better or worse.
+mean in each run and each later run's ratio to the first with a 95% CI over
+the two runs' counted trials, and ~, better or worse. The interval is
+` + compareInterval() + `
+(rounds of different runs are not paired).
 
 With --fail-if-slower X%, exit 1 when any primary (non-diagnostic) metric of a
 later run is significantly worse than the first run's (CI excludes 1) by more
 than X% in its own direction (lower throughput, higher latency or CPU cost).`,
-		Args: cobra.MinimumNArgs(2),
+		Example: `  nearnative compare 20261120-0800 last
+  nearnative compare baseline-run last --fail-if-slower 5%`,
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: a.completeRuns(0, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			threshold := -1.0
 			if failIfSlower != "" {

@@ -9,7 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
+	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -93,7 +94,7 @@ func (a *app) openStore(ctx context.Context) (store.Store, error) {
 // reference that matches nothing, engine.ErrConfig, a client host setting
 // this machine refuses, host.ErrSetting) 2; something this
 // machine lacks (platform.ErrUnavailable, the measuring lock held with
-// --no-wait) 3; anything else, I/O and system errors included, 1.
+// --no-wait, a result store that failed, engine.ErrStore) 3; anything else, I/O and system errors included, 1.
 func ExitCode(err error) int {
 	var (
 		ee   *ExitError
@@ -110,38 +111,61 @@ func ExitCode(err error) int {
 	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig),
 		errors.Is(err, host.ErrSetting):
 		return ExitBadInput
-	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy):
+	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy), errors.Is(err, engine.ErrStore):
 		return ExitUnavailable
 	}
 	return ExitFailure
 }
 
 // Main runs nearnative with args and returns the process exit code. The first
-// SIGINT, SIGTERM or SIGHUP cancels the command's context so it stops
-// gracefully and tears down what it made; a second one exits at once.
+// SIGINT, SIGTERM or SIGHUP (those not inherited as ignored, as nohup ignores
+// SIGHUP) cancels the command's context so it stops gracefully and tears down
+// what it made; a second one exits at once. A closed stdout or stderr (the
+// reader of a pipe gone) stops the command the same graceful way: SIGPIPE
+// does not kill it, later writes are dropped, and it exits ExitBrokenPipe.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer ignoreSIGPIPE()()
+	var (
+		once   sync.Once
+		broken atomic.Bool
+	)
+	errOut := &pipeGuard{w: stderr, once: &once}
+	out := &pipeGuard{w: stdout, once: &once}
+	pipeGone := func() {
+		broken.Store(true)
+		// On the other stream, which may still be read (`| head` takes
+		// only stdout).
+		fmt.Fprintln(errOut, "\nnearnative: output closed (broken pipe): stopping gracefully and removing what this run made")
+		cancel()
+	}
+	errOut.gone, out.gone = pipeGone, pipeGone
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, stopSignals()...)
 	defer signal.Stop(sigs)
 	go func() {
 		s, ok := <-sigs
 		if !ok {
 			return
 		}
-		fmt.Fprintf(stderr, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
+		fmt.Fprintf(errOut, "\n%v: stopping gracefully and removing what this run made (send it again to exit at once)\n", s)
 		cancel()
 		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "second signal: exiting now; `nearnative cleanup` removes what is left")
+			fmt.Fprintln(errOut, "second signal: exiting now; `nearnative cleanup` removes what is left")
 			os.Exit(ExitInterrupted)
 		}
 	}()
-	err := Run(ctx, args, stdout, stderr)
-	if err == nil {
+	err := Run(ctx, args, out, errOut)
+	if err == nil && !broken.Load() {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "nearnative: "+err.Error())
+	if err != nil {
+		fmt.Fprintln(errOut, "nearnative: "+err.Error())
+	}
+	if broken.Load() {
+		return ExitBrokenPipe
+	}
 	if code := ExitCode(err); code != ExitFailure || ctx.Err() == nil {
 		return code
 	}
@@ -151,26 +175,46 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Run executes the command line args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a := &app{stdout: stdout, stderr: stderr, dir: state.Home(), reg: Registry()}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	// An unknown command is found before any command runs: Find's error is
+	// the usage error, whatever its wording. (Shell completion's hidden
+	// request command is added by Execute itself.)
+	if len(args) == 0 || (args[0] != cobra.ShellCompRequestCmd && args[0] != cobra.ShellCompNoDescRequestCmd) {
+		if _, _, err := root.Find(args); err != nil {
+			return withCode(ExitBadInput, fmt.Errorf("%w (see `nearnative --help`)", err))
+		}
+	}
+	return root.ExecuteContext(ctx)
+}
+
+// rootCmd builds nearnative's command tree, writing to a's stdout and
+// stderr.
+func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "nearnative",
 		Short: "What does a container, a network mode, a VM cost your workload compared to native?",
 		Long: `nearnative starts the same server software natively, in Docker containers with
-several network paths, in a QEMU VM and in Docker inside it; drives it with the same load in
-randomised interleaved rounds; and reports every platform relative to native
-with a 95% confidence interval.`,
+several network paths, in a QEMU VM and in Docker inside it, and in Kubernetes
+pods; drives it with the same load in randomised interleaved rounds; and
+reports every platform relative to native with a 95% confidence interval.`,
+		Example: `  nearnative doctor
+  nearnative studies
+  nearnative run redis --quick
+  nearnative show last --json - | jq .
+  source <(nearnative completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version.String(),
 	}
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	defaultDB := a.dir.DB()
 	if env := os.Getenv("NEARNATIVE_DB"); env != "" {
 		defaultDB = env
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", defaultDB, "result database: a SQLite file or a postgres:// DSN (env NEARNATIVE_DB)")
-	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of `nearnative cluster up`)")
+	root.PersistentFlags().StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of the cluster the k8s platforms use (env KUBECONFIG; default: the local cluster of nearnative cluster up)")
 	root.PersistentPreRunE = a.applyKubeconfig
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(ExitBadInput, fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath()))
@@ -181,13 +225,13 @@ with a 95% confidence interval.`,
 		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
 		a.clusterCmd(),
 	)
+	// cobra adds help and completion when it executes; added now, they are
+	// found below and get examples like every other command.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	completionExamples(root)
 	badInputArgs(root)
-	// An unknown command is found before any command runs: Find's error is
-	// the usage error, whatever its wording.
-	if _, _, err := root.Find(args); err != nil {
-		return withCode(ExitBadInput, fmt.Errorf("%w (see `nearnative --help`)", err))
-	}
-	return root.ExecuteContext(ctx)
+	return root
 }
 
 // badInputArgs makes every command's argument check (cobra.ExactArgs and
@@ -207,11 +251,37 @@ func badInputArgs(c *cobra.Command) {
 	}
 }
 
+// completionExamples gives cobra's help and completion commands examples,
+// as every command of nearnative's has.
+func completionExamples(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = "  nearnative help run\n  nearnative help studies show"
+		case "completion":
+			c.Example = "  source <(nearnative completion bash)\n  nearnative completion zsh > \"${fpath[1]}/_nearnative\""
+			for _, sh := range c.Commands() {
+				switch sh.Name() {
+				case "bash":
+					sh.Example = "  source <(nearnative completion bash)\n  nearnative completion bash > /etc/bash_completion.d/nearnative"
+				case "zsh":
+					sh.Example = "  nearnative completion zsh > \"${fpath[1]}/_nearnative\""
+				case "fish":
+					sh.Example = "  nearnative completion fish > ~/.config/fish/completions/nearnative.fish"
+				default:
+					sh.Example = "  nearnative completion " + sh.Name() + " > nearnative-completion"
+				}
+			}
+		}
+	}
+}
+
 func (a *app) versionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print nearnative's version and commit",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print nearnative's version and commit",
+		Example: "  nearnative version\n  nearnative --version",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			fmt.Fprintln(a.stdout, "nearnative "+version.String())
 			return nil

@@ -23,12 +23,12 @@ import (
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
-	"github.com/nearnative/nearnative/internal/workload/fio"
 )
 
 type runFlags struct {
@@ -45,6 +45,11 @@ type runFlags struct {
 	image           string
 	noWait          bool
 	client          string
+	workloads       string
+	set             []string
+	quiet, verbose  bool
+	noReap          bool
+	storeRetry      time.Duration
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -52,9 +57,29 @@ func (a *app) runCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run STUDY | run --resume RUN",
 		Short: "Run a study (a built-in name or a YAML file) and print the table",
-		Long: `Run a study: every round runs each workload on every platform once, in a
-fresh random order; the first round is warm-up. Each trial is stored the
-moment it ends, so an interrupted run continues with --resume RUN.`,
+		Long: `Run a study, a built-in name (see ` + "`nearnative studies`" + `) or a YAML file: every round
+runs each workload on every platform once, in a fresh random order (as listed
+with order: fixed). The study's warm-up rounds run first and are not counted
+(warmup: in the file, 1 unless the study says otherwise; several built-in
+studies set 0, --quick ones among them). Each platform is reported relative to
+the baseline with a 95% CI over the counted rounds,
+` + pairedInterval() + `.
+Each trial is stored the moment it ends, so an interrupted run continues with
+--resume RUN.
+
+--workloads and --platforms pick from the study; --set changes a workload
+parameter as the file's params: would (workload: a name from the study's
+workloads, or a workload kind for all of its workloads; see ` + "`nearnative workloads`" + `).
+
+Progress goes to standard error, a line per trial (-v, the default) or
+nothing (-q); the table goes to standard output, or to standard error when
+--json - puts the results there.`,
+		Example: `  nearnative run redis --quick
+  nearnative run micro --quick --workloads tcp-rr,tcp-stream-send --platforms native,docker-nat
+  nearnative run redis --set redis-get.clients=50 --rounds 10 -q
+  nearnative run my-study.yaml --json results.json
+  nearnative run redis --quick --json - | jq '.results[0]'
+  nearnative run --resume 20261126-0912`,
 		Args: func(c *cobra.Command, args []string) error {
 			if f.resume != "" && len(args) > 0 {
 				return withCode(ExitBadInput, errors.New("give either a study or --resume RUN, not both"))
@@ -62,9 +87,13 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 			if f.resume == "" && len(args) != 1 {
 				return withCode(ExitBadInput, errors.New("which study? give a built-in name (see `nearnative studies`) or a YAML file"))
 			}
+			if f.quiet && f.verbose {
+				return withCode(ExitBadInput, errors.New("-q and -v: give one"))
+			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error { return a.run(c.Context(), args, f) },
+		ValidArgsFunction: completeStudy,
+		RunE:              func(c *cobra.Command, args []string) error { return a.run(c.Context(), args, f) },
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.platforms, "platforms", "", "comma-separated platforms to run (a subset of the study's, or built-in ones)")
@@ -74,14 +103,49 @@ moment it ends, so an interrupted run continues with --resume RUN.`,
 	fl.StringVar(&f.ciMetrics, "ci-metrics", "", "comma-separated metrics --until-ci applies to (default: every non-diagnostic metric)")
 	fl.DurationVar(&f.trial, "trial", 0, "trial length (overrides the study)")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random trial order (default: chosen and recorded)")
-	fl.StringVar(&f.jsonOut, "json", "", "also write the results as JSON to this file")
+	fl.StringVar(&f.jsonOut, "json", "", "also write the results, the document show --json writes, as JSON to this `FILE` (- for standard output)")
 	fl.StringVar(&f.resume, "resume", "", "continue an interrupted run without repeating its stored trials")
+	fl.StringVar(&f.workloads, "workloads", "", "comma-separated workloads of the study to run (wins over the quick block's)")
+	fl.StringArrayVar(&f.set, "set", nil, "set a workload parameter, `workload.param=value` (repeatable; checked as the study file's params)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print the table only: no progress lines")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line per trial as it ends (the default)")
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
 	fl.StringVar(&f.client, "client", "", "where the load runs: netns (a network namespace of its own, over a veth; the default) or host (this machine, over loopback)")
+	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
+	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
+	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
+	c.RegisterFlagCompletionFunc("workloads", a.completeWorkloads)
+	c.RegisterFlagCompletionFunc("set", a.completeSet)
+	c.RegisterFlagCompletionFunc("resume", a.completeRuns(0, true))
+	c.RegisterFlagCompletionFunc("json", jsonFileCompletion)
 	return c
 }
+
+// jsonFileCompletion completes a JSON output file.
+func jsonFileCompletion(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return []string{"json"}, cobra.ShellCompDirectiveFilterFileExt
+}
+
+// pairedInterval says how run and show make their intervals, from what
+// stats chooses for ratios paired by round (a test holds the help to it).
+func pairedInterval() string {
+	mean, tail := stats.Choose(stats.MeanStatistic, true), stats.Choose(stats.TailStatistic, true)
+	if mean == tail {
+		return "paired by round: " + mean.Describe(true)
+	}
+	return "paired by round: " + mean.Describe(true) + " for means, " + tail.Describe(true) + " for tail percentiles"
+}
+
+// quietDisplay is -q: the engine's progress goes nowhere.
+type quietDisplay struct{}
+
+func (quietDisplay) Begin(runid.ID, int, int, int)    {}
+func (quietDisplay) TrialStart(int, bool, study.Unit) {}
+func (quietDisplay) TrialEnd(store.Trial)             {}
+func (quietDisplay) Logf(string, ...any)              {}
+func (quietDisplay) End()                             {}
 
 func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	var st *study.Study
@@ -97,6 +161,16 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		}
 		if f.ciMetrics != "" {
 			o.CIMetrics = strings.Split(f.ciMetrics, ",")
+		}
+		if f.workloads != "" {
+			o.Workloads = strings.Split(f.workloads, ",")
+		}
+		for _, kv := range f.set {
+			ps, err := study.ParseParamSet(kv)
+			if err != nil {
+				return withCode(ExitBadInput, err)
+			}
+			o.Params = append(o.Params, ps)
 		}
 		if err := st.Apply(o, a.reg); err != nil {
 			return withCode(ExitBadInput, err)
@@ -115,6 +189,11 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		return err
 	}
 	defer db.Close()
+	if wr, ok := db.(store.WriteRetrier); ok {
+		p := store.DefaultWritePolicy
+		p.Total = f.storeRetry
+		wr.SetWritePolicy(p)
+	}
 
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
 	client := func(s *study.Study) host.Setting { return s.ClientSetting() }
@@ -183,7 +262,10 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		}
 	}
 
-	disp := progress.New(a.stderr)
+	var disp progress.Display = quietDisplay{}
+	if !f.quiet {
+		disp = progress.New(a.stderr)
+	}
 	out, err := engine.Run(ctx, engine.Config{
 		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Image: imageRef,
 		Platforms: func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
@@ -194,15 +276,25 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.Beside("host", env, a.dir)
 		},
-		NoWait: f.noWait, Notes: notes,
+		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap),
 	})
 	for name, why := range opener.Skipped {
-		fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
+		if !f.quiet { // the report's notes say it too
+			fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
+		}
 	}
 	if !out.Stored {
 		return err
 	}
-	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut, false); rerr != nil && err == nil {
+	if errors.Is(err, engine.ErrStore) {
+		// The database has just failed: no report to read from it.
+		return withCode(ExitUnavailable, fmt.Errorf("run %s stopped: %w", out.Run.ID, err))
+	}
+	table := a.stdout
+	if toStdout(f.jsonOut) {
+		table = a.stderr
+	}
+	if rerr := a.render(context.WithoutCancel(ctx), string(out.Run.ID), f.jsonOut, false, table); rerr != nil && err == nil {
 		err = rerr
 	}
 	if errors.Is(err, engine.ErrInterrupted) {
@@ -215,8 +307,8 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 }
 
 func (a *app) checkResumeFlags(f runFlags) (bool, error) {
-	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" || f.client != "" {
-		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --rounds, --quick, --until-ci, --ci-metrics, --trial, --seed and --client"))
+	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" || f.workloads != "" || len(f.set) > 0 || f.client != "" {
+		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --workloads, --set, --rounds, --quick, --until-ci, --ci-metrics, --trial, --seed and --client"))
 	}
 	return true, nil
 }
@@ -260,9 +352,10 @@ func (a *app) imageRef(ctx context.Context, engine *platformset.Engine, override
 	return ref, nil
 }
 
-// render prints the report of a stored run and writes its JSON; with
-// allWarnings it prints every warning instead of one line per kind.
-func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarnings bool) error {
+// render prints the report of a stored run to text (nowhere when nil) and
+// writes its JSON; with allWarnings it prints every warning instead of one
+// line per kind.
+func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarnings bool, text io.Writer) error {
 	db, err := a.openStore(ctx)
 	if err != nil {
 		return err
@@ -285,20 +378,19 @@ func (a *app) render(ctx context.Context, ref string, jsonOut string, allWarning
 		return err
 	}
 	h := report.Header{Run: sr.run, StopReason: sr.run.StopReason, Notes: append(notes(sr.trials), added(res)...), RunNotes: sr.notes, Traces: tr}
-	if err := report.Text(a.stdout, h, res); err != nil {
+	if text != nil {
+		if err := report.Text(text, h, res); err != nil {
+			return err
+		}
+	}
+	if jsonOut == "" {
+		return nil
+	}
+	data, err := renderTo(func(w io.Writer) error { return report.JSON(w, h, res) })
+	if err != nil {
 		return err
 	}
-	if jsonOut != "" {
-		data, err := renderTo(func(w io.Writer) error { return report.JSON(w, h, res) })
-		if err != nil {
-			return err
-		}
-		if err := writeFiles([]outFile{{"--json", jsonOut, data}}); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stderr, "wrote %s\n", jsonOut)
-	}
-	return nil
+	return a.writeOutputs([]outFile{{"--json", jsonOut, data}}, "")
 }
 
 // notes collects each platform's description (from its last trial) and the
@@ -378,7 +470,9 @@ func (a *app) runsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "runs",
 		Short: "List stored runs, newest first",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative runs
+  nearnative runs --db /srv/results.db`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			db, err := a.openStore(ctx)
@@ -389,6 +483,11 @@ func (a *app) runsCmd() *cobra.Command {
 			runs, err := db.Runs(ctx)
 			if err != nil {
 				return err
+			}
+			if bad, err := db.InvalidRuns(ctx); err == nil {
+				for _, id := range bad {
+					fmt.Fprintf(a.stderr, "skipped a stored run with ID %q: not a run ID (not written by nearnative); left alone\n", id)
+				}
 			}
 			if len(runs) == 0 {
 				fmt.Fprintf(a.stdout, "no runs stored in %s yet: try `nearnative run redis --quick`\n", a.db)
@@ -414,43 +513,42 @@ func (a *app) showCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show RUN",
 		Short: "Print a stored run's report (RUN: an ID, a unique prefix, or last)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a stored run's report (RUN: an ID, a unique prefix, or last): the table
+run printed when it ended, computed again from the stored trials. --json FILE
+also writes the run's results as JSON, the document run --json writes; with
+--json - the JSON alone goes to standard output.`,
+		Example: `  nearnative show last
+  nearnative show last --json - | jq .
+  nearnative show 20261126-0912 --warnings`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
-			return a.render(c.Context(), args[0], jsonOut, warnings)
+			if warnings && jsonOut != "" {
+				return withCode(ExitBadInput, errors.New("--warnings lists the run's warnings, --json writes its results: give one"))
+			}
+			var text io.Writer = a.stdout
+			if toStdout(jsonOut) {
+				text = nil
+			}
+			return a.render(c.Context(), args[0], jsonOut, warnings, text)
 		},
 	}
-	c.Flags().StringVar(&jsonOut, "json", "", "also write the results as JSON to this file")
+	c.Flags().StringVar(&jsonOut, "json", "", "also write the run's results as JSON to this `FILE` (- for standard output, alone)")
+	c.RegisterFlagCompletionFunc("json", jsonFileCompletion)
 	c.Flags().BoolVar(&warnings, "warnings", false, "list every warning of the run instead of the report (the report has one line per kind)")
 	return c
-}
-
-func (a *app) studiesCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "studies",
-		Short: "List the built-in studies, with how long each takes here, --quick and in full",
-		Long: "List the built-in studies. Beside each, the duration a run of it would print before its first trial on this machine, " +
-			"--quick and in full (each workload's own estimate and typical start-up costs), or why it cannot run here as it stands.",
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			infos, err := study.Builtins()
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "STUDY\t--QUICK\tFULL\tWHAT\n")
-			for _, i := range infos {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, a.expected(i.Name, true), a.expected(i.Name, false), i.Description)
-			}
-			return tw.Flush()
-		},
-	}
 }
 
 func (a *app) workloadsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "workloads",
 		Short: "List the workloads with their parameters and defaults",
-		Args:  cobra.NoArgs,
+		Long: `List the workload kinds a study's workloads: entries name, with each
+parameter's type, default (and --quick default) and meaning. A study file's
+params: set them, as does run --set workload.param=value.`,
+		Example: `  nearnative workloads
+  nearnative run redis --set redis-get.clients=50`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			for _, w := range a.reg.All() {
 				fmt.Fprintf(a.stdout, "%s: %s\n", w.Name(), w.Description())
@@ -470,25 +568,4 @@ func (a *app) workloadsCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// expected is the duration a run of built-in study name would print before
-// its first trial here ("about 12m"), or in a word why it cannot run here
-// ("refused: ...", its reason in `nearnative run`).
-func (a *app) expected(name string, quick bool) string {
-	st, err := study.Load(name, a.reg)
-	if err == nil {
-		err = st.Apply(study.Overrides{Quick: quick}, a.reg)
-	}
-	var d time.Duration
-	if err == nil {
-		d, err = engine.Expected(st, a.reg)
-	}
-	switch {
-	case errors.Is(err, fio.ErrNoSpace):
-		return "too big for this disk"
-	case err != nil:
-		return "refused here"
-	}
-	return "about " + d.Round(time.Minute/6).String()
 }

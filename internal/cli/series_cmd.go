@@ -40,18 +40,29 @@ type seriesStep struct {
 }
 
 func (a *app) seriesCmd() *cobra.Command {
-	var jsonOut string
+	var format, outPath, jsonOut string
 	c := &cobra.Command{
-		Use:   "series RUN --json FILE",
+		Use:   "series RUN [--format json] [-o FILE]",
 		Short: "Write a stored run's per-second driver series and search steps as JSON",
 		Long: `Write, for every trial of a stored run driven by nearnative's own driver, the
 per-second series (operations, failures and latency percentiles per second and
 operation, every phase) and, for find-max workloads, each search step with its
-outcome and full record.`,
-		Args: cobra.ExactArgs(1),
+outcome and full record. The output goes to standard output unless -o names a
+file. (--json FILE, the old spelling, still works and says so.)`,
+		Example: `  nearnative series last | jq '.trials[0].steps'
+  nearnative series 20261126-0912 -o series.json`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeRuns(1, true),
 		RunE: func(c *cobra.Command, args []string) error {
-			if jsonOut == "" {
-				return withCode(ExitBadInput, errors.New("where to? give --json FILE"))
+			flag := "-o"
+			oldSpelling(a.stderr, c, "json", "--format json -o FILE (--json on run and show writes the run's results)")
+			switch {
+			case jsonOut != "" && (c.Flags().Changed("format") || c.Flags().Changed("output")):
+				return withCode(ExitBadInput, errors.New("--json is the old spelling of --format json -o FILE: give one or the other"))
+			case jsonOut != "":
+				outPath, flag = jsonOut, "--json"
+			case format != "json":
+				return withCode(ExitBadInput, fmt.Errorf("--format %q: the series are written as json only", format))
 			}
 			ctx := c.Context()
 			db, err := a.openStore(ctx)
@@ -100,13 +111,14 @@ outcome and full record.`,
 			if err != nil {
 				return fmt.Errorf("encoding the series: %w", err)
 			}
-			if err := writeFiles([]outFile{{"--json", jsonOut, append(data, '\n')}}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "wrote %s (%d trials)\n", jsonOut, len(doc.Trials))
-			return nil
+			return a.writeOutputs([]outFile{{flag, outPath, append(data, '\n')}}, fmt.Sprintf(" (%d trials)", len(doc.Trials)))
 		},
 	}
-	c.Flags().StringVar(&jsonOut, "json", "", "write the series as JSON to this file")
+	fl := c.Flags()
+	fl.StringVar(&format, "format", "json", "json (the only format)")
+	fl.StringVarP(&outPath, "output", "o", Stdout, "write to this `FILE` (- for standard output)")
+	fl.StringVar(&jsonOut, "json", "", "write the series as JSON to this file")
+	fl.MarkHidden("json")
+	c.RegisterFlagCompletionFunc("format", fixedValues("json"))
 	return c
 }

@@ -68,8 +68,22 @@ func TestSeriesCommand(t *testing.T) {
 	if err := Run(ctx, []string{"series", "nosuchrun", "--json", out, "--db", db}, &stdout, &stderr); exitCode(err) != ExitBadInput {
 		t.Errorf("unknown run: %v", err)
 	}
-	if err := Run(ctx, []string{"series", string(a), "--db", db}, &stdout, &stderr); exitCode(err) != ExitBadInput {
-		t.Errorf("no --json: %v", err)
+	// The new spelling writes the same document, to standard output by
+	// default; the old one says what replaced it.
+	if !strings.Contains(stderr.String(), "it is now --format json -o FILE") {
+		t.Errorf("--json does not say what replaced it: %q", stderr.String())
+	}
+	stdout.Reset()
+	if err := Run(ctx, []string{"series", string(a), "--db", db}, &stdout, &stderr); err != nil {
+		t.Fatalf("series to stdout: %v", err)
+	}
+	if !bytes.Equal(stdout.Bytes(), b) {
+		t.Errorf("series to standard output differs from --json FILE's")
+	}
+	for _, args := range [][]string{{"--format", "csv"}, {"--json", out, "-o", "-"}} {
+		if err := Run(ctx, append([]string{"series", string(a), "--db", db}, args...), &stdout, &stderr); exitCode(err) != ExitBadInput {
+			t.Errorf("%v: %v, want bad input", args, err)
+		}
 	}
 }
 

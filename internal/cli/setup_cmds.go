@@ -13,7 +13,6 @@ import (
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
@@ -24,8 +23,21 @@ func (a *app) doctorCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run the built-in studies, and say how to fix what is missing",
-		Args:  cobra.NoArgs,
+		Long: `Check root, the Docker engine, the workload image (and that host and image run
+the same package versions), the workload tools, the Kubernetes cluster, cgroups,
+the CPUs and memory, and which acceleration a QEMU guest gets (it boots one:
+seconds with KVM, up to a minute without). Each failed check carries the command
+that fixes it; the exit code is 3 when a built-in study cannot run.`,
+		Example: `  nearnative doctor
+  nearnative doctor --skip-vm`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Its QEMU boot probe would disturb a run measuring now.
+			release, err := a.holdMachine(c.Context(), "doctor")
+			if err != nil {
+				return err
+			}
+			defer release()
 			checks := doctor.Run(c.Context(), o)
 			for _, ch := range checks {
 				fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
@@ -50,7 +62,9 @@ func (a *app) platformsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "platforms",
 		Short: "List the platforms and whether each can run here",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative platforms
+  nearnative run redis --platforms native,docker-host`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			engine := &platformset.Engine{}
@@ -88,13 +102,15 @@ func (a *app) platformsCmd() *cobra.Command {
 }
 
 func (a *app) imageCmd() *cobra.Command {
-	c := &cobra.Command{Use: "image", Short: "Build or inspect the workload image"}
+	c := &cobra.Command{Use: "image", Short: "Build the workload image", Example: "  nearnative image build\n  nearnative image build --rebuild"}
 	var rebuild bool
 	var ref string
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the workload image from Debian packages (seconds when nothing changed)",
-		Args:  cobra.NoArgs,
+		Example: `  nearnative image build
+  nearnative image build --rebuild`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
 			eng, err := docker.Connect(ctx)
@@ -102,6 +118,11 @@ func (a *app) imageCmd() *cobra.Command {
 				return withCode(ExitUnavailable, err)
 			}
 			defer eng.Close()
+			release, err := a.holdMachine(ctx, "image build")
+			if err != nil {
+				return err
+			}
+			defer release()
 			cfg, err := image.DefaultConfig()
 			if err != nil {
 				return withCode(ExitUnavailable, err)
@@ -126,15 +147,28 @@ func (a *app) imageCmd() *cobra.Command {
 }
 
 func (a *app) cleanupCmd() *cobra.Command {
-	var force bool
+	var force, orphans bool
 	c := &cobra.Command{
 		Use:   "cleanup [RUN]",
 		Short: "Remove what crashed runs left behind: containers, networks, processes, cgroups, temp dirs",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Remove what crashed runs left behind, found by the run labels everything
+carries: containers, networks, Kubernetes namespaces, VMs, processes, cgroups,
+network namespaces and links, temporary directories. Without RUN, only runs
+known to have crashed are swept: their lock file in the lock directory is left
+unlocked, or the owner record in their run directory names a process that is
+gone. Runs nothing here tells about (run with another NEARNATIVE_LOCK_DIR,
+resources a test made, another state directory's runs from before a reboot)
+are listed and left; name one, or pass --orphans, to remove them. Labels and
+names that are not run IDs are reported and never used.`,
+		Example: `  nearnative cleanup
+  nearnative cleanup 20261126-091200-ab12
+  nearnative cleanup --orphans`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: a.completeRuns(1, false), // a full ID: cleanup takes no "last"
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
 			var o cleanup.Options
-			o.Force = force
+			o.Force, o.Orphans = force, orphans
 			if len(args) == 1 {
 				id, err := runid.Parse(args[0])
 				if err != nil {
@@ -142,25 +176,21 @@ func (a *app) cleanupCmd() *cobra.Command {
 				}
 				o.Run = id
 			}
-			sweepers := []cleanup.Sweeper{cleanup.Processes{Dir: a.dir}}
-			eng, err := docker.Connect(ctx)
-			if err == nil {
-				defer eng.Close()
-				sweepers = append(sweepers, cleanup.Containers{Engine: eng})
-			} else {
-				fmt.Fprintf(a.stderr, "note: %v: containers are not checked\n", err)
-			}
-			if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
-				sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
-			}
-			sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
-			sweepers = append(sweepers, cleanup.NetworkSweepers()...)
+			sweepers, closeAll := a.sweepers(ctx, a.stderr)
+			defer closeAll()
 			rep := cleanup.Clean(ctx, a.dir, sweepers, o)
 			for _, r := range rep.Removed {
 				fmt.Fprintln(a.stdout, "removed "+r)
 			}
 			for _, id := range rep.Alive {
 				fmt.Fprintf(a.stdout, "skipped run %s: still running (stop it, or pass --force)\n", id)
+			}
+			for _, id := range rep.Unknown {
+				fmt.Fprintf(a.stdout, "skipped run %s: nothing here says whether it still runs (no lock file in %s, no owner record in %s): if it does not, `nearnative cleanup %s` removes it\n",
+					id, a.dir.LockDir(), a.dir.RunDir(id), id)
+			}
+			for _, inv := range rep.Invalid {
+				fmt.Fprintln(a.stdout, "skipped "+inv)
 			}
 			if len(rep.Removed) == 0 && len(rep.Errors) == 0 {
 				fmt.Fprintln(a.stdout, "nothing to clean up")
@@ -174,6 +204,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them")
+	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them (without RUN: every run found)")
+	c.Flags().BoolVar(&orphans, "orphans", false, "without RUN, also clean the runs nothing here tells about (see above): only when none of them runs")
 	return c
 }

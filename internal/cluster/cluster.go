@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/state"
@@ -176,6 +177,10 @@ func (c Config) BuildDir() string { return filepath.Join(c.Dir(), "build") }
 // RunDir holds a running cluster's data: certificates, etcd, containerd,
 // kubelet, logs, pid files. Down removes it.
 func (c Config) RunDir() string { return filepath.Join(c.Dir(), "run") }
+
+// EtcdURL is etcd's client URL: TLS on loopback, client certificates
+// required.
+func (c Config) EtcdURL() string { return "https://127.0.0.1:" + strconv.Itoa(EtcdClientPort) }
 
 // Kubeconfig is the admin kubeconfig of the running cluster; the k8s
 // platforms use it when no other is given.

@@ -123,6 +123,9 @@ func TestPKI(t *testing.T) {
 		{"kubelet-client", "system:node:" + c.NodeName, "system:nodes", x509.ExtKeyUsageClientAuth, "", ""},
 		{"kubelet", c.NodeName, "", x509.ExtKeyUsageServerAuth, "10.244.0.1", ""},
 		{"kube-proxy", "system:kube-proxy", "system:node-proxier", x509.ExtKeyUsageClientAuth, "", ""},
+		{"etcd", "etcd", "", x509.ExtKeyUsageServerAuth, "127.0.0.1", "localhost"},
+		{"etcd", "etcd", "", x509.ExtKeyUsageClientAuth, "", ""}, // its peer port's client side
+		{"apiserver-etcd-client", "kube-apiserver-etcd-client", "", x509.ExtKeyUsageClientAuth, "", ""},
 	} {
 		cert := readCert(t, filepath.Join(dir, tc.file+".crt"))
 		if cert.Subject.CommonName != tc.cn {
@@ -267,6 +270,36 @@ func TestCachedDetectsChangedBinary(t *testing.T) {
 	os.WriteFile(filepath.Join(c.BinDir(), "kubelet"), []byte("tampered"), 0o755)
 	if _, _, err := c.Cached(); err == nil || !strings.Contains(err.Error(), "changed after the build") {
 		t.Fatalf("a changed binary gave %v", err)
+	}
+}
+
+// TestComponentsAuthenticate: etcd serves clients and peers only with
+// client-certificate TLS, the apiserver reaches it with its own
+// certificate and lets no anonymous caller in.
+func TestComponentsAuthenticate(t *testing.T) {
+	c := DefaultConfig(state.Dir{Root: "/s"})
+	bins := Binaries{}
+	for _, n := range allBinaries() {
+		bins[n] = "/bin/" + n
+	}
+	args := map[string]string{}
+	for _, comp := range c.components(bins) {
+		args[comp.name] = strings.Join(comp.argv, " ")
+	}
+	for name, wants := range map[string][]string{
+		"etcd": {"--listen-client-urls https://127.0.0.1:", "--client-cert-auth", "--trusted-ca-file /s/cluster/run/pki/ca.crt",
+			"--listen-peer-urls https://127.0.0.1:", "--peer-client-cert-auth", "--cert-file /s/cluster/run/pki/etcd.crt"},
+		"kube-apiserver": {"--etcd-servers https://127.0.0.1:", "--etcd-certfile /s/cluster/run/pki/apiserver-etcd-client.crt",
+			"--etcd-cafile /s/cluster/run/pki/ca.crt", "--anonymous-auth=false"},
+	} {
+		for _, w := range wants {
+			if !strings.Contains(args[name], w) {
+				t.Errorf("%s lacks %q: %s", name, w, args[name])
+			}
+		}
+		if strings.Contains(args[name], "http://") {
+			t.Errorf("%s has a plain-HTTP URL: %s", name, args[name])
+		}
 	}
 }
 

@@ -184,17 +184,28 @@ type component struct {
 // components lists the processes in start order with their arguments.
 func (c Config) components(bins Binaries) []component {
 	node := c.NodeIP().String()
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(EtcdClientPort)
+	etcdURL := c.EtcdURL()
+	peerURL := "https://127.0.0.1:" + strconv.Itoa(EtcdPeerPort)
 	return []component{
 		{name: "containerd", argv: []string{ContainerdBinary, "--config", c.path("containerd", "config.toml")}},
+		// Client-certificate TLS on both ports: a local user without the
+		// cluster's certificates cannot talk to etcd.
 		{name: "etcd", argv: []string{bins["etcd"], "--name", "nearnative", "--data-dir", c.path("etcd"),
 			"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-			"--listen-peer-urls", "http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
-			"--initial-advertise-peer-urls", "http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
-			"--initial-cluster", "nearnative=http://127.0.0.1:" + strconv.Itoa(EtcdPeerPort),
+			"--cert-file", c.pki("etcd.crt"), "--key-file", c.pki("etcd.key"),
+			"--client-cert-auth", "--trusted-ca-file", c.pki("ca.crt"),
+			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", "nearnative=" + peerURL,
+			"--peer-cert-file", c.pki("etcd.crt"), "--peer-key-file", c.pki("etcd.key"),
+			"--peer-client-cert-auth", "--peer-trusted-ca-file", c.pki("ca.crt"),
 			"--listen-metrics-urls", "", "--log-level", "warn"}},
 		{name: "kube-apiserver", argv: []string{bins["kube-apiserver"],
 			"--etcd-servers", etcdURL,
+			"--etcd-cafile", c.pki("ca.crt"), "--etcd-certfile", c.pki("apiserver-etcd-client.crt"),
+			"--etcd-keyfile", c.pki("apiserver-etcd-client.key"),
+			// Every caller authenticates, health probes included
+			// (nearnative's readiness check uses the admin certificate).
+			"--anonymous-auth=false",
 			"--bind-address", node, "--advertise-address", node, "--secure-port", strconv.Itoa(APIServerPort),
 			"--service-cluster-ip-range", c.ServiceCIDR,
 			"--tls-cert-file", c.pki("apiserver.crt"), "--tls-private-key-file", c.pki("apiserver.key"),

@@ -47,6 +47,13 @@ func (c Config) Identities() []Identity {
 		{File: "scheduler", CommonName: "system:kube-scheduler"},
 		{File: "kube-proxy", CommonName: "system:kube-proxy", Organizations: []string{"system:node-proxier"}},
 		{File: "kubelet-client", CommonName: "system:node:" + c.NodeName, Organizations: []string{"system:nodes"}},
+		// etcd serves its clients and its peer port with client-certificate
+		// TLS: any local user could otherwise write cluster state, which is
+		// root on the node. One certificate serves both (server and client
+		// use); the apiserver has its own client certificate.
+		{File: "etcd", CommonName: "etcd", Server: true,
+			DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}},
+		{File: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client"},
 		{File: "kubelet", CommonName: c.NodeName, Server: true,
 			DNSNames: []string{c.NodeName, "localhost"}, IPs: []net.IP{node, net.IPv4(127, 0, 0, 1)}},
 	}

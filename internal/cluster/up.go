@@ -133,7 +133,11 @@ func (c Config) Up(ctx context.Context, o UpOptions) (err error) {
 				return err
 			}
 		case "etcd":
-			ready = httpReady("http://127.0.0.1:"+strconv.Itoa(EtcdClientPort)+"/health", nil)
+			tlsCfg, err := c.etcdClientTLS()
+			if err != nil {
+				return err
+			}
+			ready = httpReady(c.EtcdURL()+"/health", tlsCfg)
 		case "kube-apiserver":
 			tlsCfg, err := c.adminTLS()
 			if err != nil {
@@ -219,6 +223,20 @@ func (c Config) adminTLS() (*tls.Config, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	pool, err := caPool(rc.TLSClientConfig.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// etcdClientTLS is the apiserver's client certificate for etcd, trusting
+// the cluster's CA: what etcd's health check presents.
+func (c Config) etcdClientTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.pki("apiserver-etcd-client.crt"), c.pki("apiserver-etcd-client.key"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	pool, err := caPool(c.pki("ca.crt"))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/host"
+	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -44,6 +45,10 @@ const (
 
 // maxConsecutiveFailures aborts a run when one unit keeps failing.
 const maxConsecutiveFailures = 3
+
+// finishAfterStoreFailure bounds the write of a run's final status after
+// the store failed to take a trial.
+const finishAfterStoreFailure = 10 * time.Second
 
 // Opened is what a PlatformOpener returns: the platforms that can run here
 // by name, a function that releases them, the platforms skipped as
@@ -105,6 +110,14 @@ type Config struct {
 	// the caller found before it started, such as an environment capture
 	// that failed in part.
 	Notes []store.RunNote
+	// Reap, when set, deals with what crashed runs left on the machine
+	// (processes, containers, namespaces, ...) before anything of this run
+	// starts: it is called once, under the measuring lock, with this run's
+	// ID and whether the run is resumed (its own earlier process may have
+	// left things too), and says each thing worth a line through log. It
+	// returns warnings to store with the run (leftovers it could not
+	// remove, or left on purpose); an error stops the run.
+	Reap func(ctx context.Context, run runid.ID, resumed bool, log func(format string, args ...any)) (warnings []string, err error)
 }
 
 // Outcome is how a run ended.
@@ -138,8 +151,8 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	// One run measures at a time: a second one waits here, before it
 	// starts anything, and says for whom.
 	machine, err := cfg.Dir.AcquireMachine(ctx, state.Holder{Run: r.ID, Study: st.Name, PID: os.Getpid(), Since: time.Now()}, !cfg.NoWait,
-		func(h state.Holder) {
-			cfg.Progress.Logf("waiting: the machine is being measured by %s (Ctrl-C stops waiting; --no-wait exits instead)", h)
+		func(p state.Place) {
+			cfg.Progress.Logf("waiting: the machine is being measured by %s; this run is %s (Ctrl-C stops waiting; --no-wait exits instead)", p.Holder, p)
 		})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -148,6 +161,19 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	defer machine.Release()
+	var reapNotes []store.RunNote
+	if cfg.Reap != nil {
+		warnings, err := cfg.Reap(ctx, r.ID, cfg.Resume != "", cfg.Progress.Logf)
+		if ctx.Err() != nil {
+			return out, ErrInterrupted
+		}
+		if err != nil {
+			return out, err
+		}
+		for _, w := range warnings {
+			reapNotes = append(reapNotes, store.RunNote{Kind: store.NoteWarning, Subject: "machine", Text: w})
+		}
+	}
 
 	instances := map[string]workload.Instance{}
 	for _, w := range st.Workloads {
@@ -209,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		return out, err
 	}
 	out.Stored = true
-	notes := append([]store.RunNote{}, cfg.Notes...)
+	notes := append(append([]store.RunNote{}, cfg.Notes...), reapNotes...)
 	for _, p := range st.Platforms {
 		if why, ok := opened.Skipped[p.Name]; ok {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})
@@ -257,7 +283,15 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	case runErr != nil:
 		status, reason = "failed", runErr.Error()
 	}
-	if err := cfg.Store.FinishRun(context.WithoutCancel(ctx), r.ID, status, reason, time.Now()); err != nil && runErr == nil {
+	fctx := context.WithoutCancel(ctx)
+	if e.storeFailed {
+		// The store has just failed for the policy's whole time: one short
+		// try; the run reads as crashed until a resume if it fails.
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(fctx, finishAfterStoreFailure)
+		defer cancel()
+	}
+	if err := cfg.Store.FinishRun(fctx, r.ID, status, reason, time.Now()); err != nil && runErr == nil {
 		runErr = err
 	}
 	out.Run.Status, out.Run.StopReason = status, reason
@@ -294,6 +328,14 @@ func prepare(ctx context.Context, cfg Config) (store.Run, *study.Study, map[unit
 	}
 	if cfg.Dir.Alive(r.ID) {
 		return store.Run{}, nil, nil, prior, fmt.Errorf("run %s is still running in another nearnative process", r.ID)
+	}
+	// Trials the store did not take when the run stopped are stored first.
+	n, err := importSpool(ctx, cfg.Store, cfg.Dir, r.ID)
+	if n > 0 {
+		cfg.Progress.Logf("stored %d trial(s) of run %s kept in %s when the store failed", n, r.ID, spoolDir(cfg.Dir, r.ID))
+	}
+	if err != nil {
+		return store.Run{}, nil, nil, prior, err
 	}
 	st, err := study.Parse(r.Spec, "run "+string(r.ID), cfg.Registry)
 	if err != nil {
@@ -335,6 +377,9 @@ type runner struct {
 	// (-1 for a new run): the stopping rule was already checked, or never
 	// reached, for the rounds before it.
 	lastStored int
+	// storeFailed is set once the store did not take a trial: the run's
+	// last status write then gets a short deadline, not the full policy.
+	storeFailed bool
 }
 
 func (e *runner) loop(ctx context.Context) (string, error) {
@@ -431,13 +476,17 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	} else {
 		t.Metrics, t.Error = storedMetrics(u.Workload.Kind, e.instances[u.Workload.Name].Metrics(), res)
 	}
-	if serr := e.cfg.Store.AddTrial(context.WithoutCancel(ctx), t); serr != nil {
-		return fmt.Errorf("storing trial %s: %w", name, serr)
+	// The store retries a failing write for a bounded time (its
+	// WritePolicy); Ctrl-C ends that at once. A trial it still did not take
+	// is kept in a file, which a resume stores first: no measured trial is
+	// lost.
+	if serr := e.cfg.Store.AddTrial(ctx, t); serr != nil {
+		return e.keep(ctx, name, t, res.Layout, serr)
 	}
 	if ls, ok := e.cfg.Store.(store.LayoutStore); ok && res.Layout != nil {
 		key := store.TrialKey{Run: e.run.ID, Round: round, Workload: u.Workload.Name, Platform: u.Platform.Name}
-		if serr := ls.PutLayout(context.WithoutCancel(ctx), key, *res.Layout); serr != nil {
-			return fmt.Errorf("storing the layout of trial %s: %w", name, serr)
+		if serr := ls.PutLayout(ctx, key, *res.Layout); serr != nil {
+			return e.keep(ctx, name, t, res.Layout, serr)
 		}
 	}
 	e.done[unitKey{round, u.Workload.Name, u.Platform.Name}] = true
@@ -494,6 +543,28 @@ func (e *runner) beside(c host.Host) (platform.Platform, error) {
 	}
 	e.hosts[c] = p
 	return p, nil
+}
+
+// keep writes trial t, which the store did not take (serr), to the run's
+// spool directory and returns the error that stops the run: ErrInterrupted
+// when the run was being interrupted, else a *StoreError saying where the
+// trial is and how to store it. When even the file cannot be written, the
+// trial goes to the log as one line of JSON.
+func (e *runner) keep(ctx context.Context, name string, t store.Trial, l *layout.Layout, serr error) error {
+	e.storeFailed = true
+	path, err := spool(e.cfg.Dir, t, l)
+	if err != nil {
+		b, _ := encodeSpooled(t, l)
+		e.cfg.Progress.Logf("trial %s: not stored (%v) and not kept in a file (%v); its data: %s", name, serr, err, b)
+		path = ""
+	}
+	if ctx.Err() != nil {
+		if path != "" {
+			e.cfg.Progress.Logf("trial %s is kept in %s (interrupted while it was stored): --resume stores it", name, path)
+		}
+		return ErrInterrupted
+	}
+	return &StoreError{Run: e.run.ID, Trial: name, Err: serr, Kept: path}
 }
 
 // storedMetrics turns a trial's result into the metrics to store, in the

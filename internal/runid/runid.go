@@ -48,6 +48,12 @@ func Parse(s string) (ID, error) {
 	return ID(s), nil
 }
 
+// Valid reports whether id has the form of a run ID. An ID read from outside
+// this process (a Docker label, a store row, a file name, an argument) must
+// be valid before it names a path, a process or a resource: the form has no
+// "/" and no "..", so a valid ID cannot lead a path out of its directory.
+func (id ID) Valid() bool { return idPattern.MatchString(string(id)) }
+
 // Short is the random suffix of the ID, for names with tight length limits
 // (Linux interface names have 15 bytes).
 func (id ID) Short() string {

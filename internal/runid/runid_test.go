@@ -90,3 +90,22 @@ func TestShort(t *testing.T) {
 		t.Errorf("New().Short() = %q", s)
 	}
 }
+
+func TestValid(t *testing.T) {
+	for _, tt := range []struct {
+		id   ID
+		want bool
+	}{
+		{New(), true},
+		{"20240131-235959-00ff", true},
+		{"../../canary", false},
+		{"20240131-235959-00ff/..", false},
+		{"20240131-235959-00ff/../../x", false},
+		{"", false},
+		{"*", false},
+	} {
+		if got := tt.id.Valid(); got != tt.want {
+			t.Errorf("%q.Valid() = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}

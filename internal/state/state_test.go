@@ -2,6 +2,7 @@ package state
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -50,8 +51,21 @@ func TestLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+	if !strings.Contains(string(b), `"pid":`+strconv.Itoa(os.Getpid())+",") {
 		t.Errorf("lock file holds %q, want our PID %d", b, os.Getpid())
+	}
+	for _, p := range []string{d.LockDir(), filepath.Join(d.LockDir(), string(id))} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := os.FileMode(0o600); st.IsDir() {
+			if st.Mode().Perm() != 0o700 {
+				t.Errorf("%s has mode %v, want 0700", p, st.Mode().Perm())
+			}
+		} else if st.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", p, st.Mode().Perm(), want)
+		}
 	}
 
 	// flock locks belong to the open file, so a second open in this same
@@ -231,4 +245,98 @@ func TestTempDirs(t *testing.T) {
 	check(b, b1)
 	check("", a1, a2, b1)
 	check("19990101-000000-0000") // no such run
+}
+
+// TestLiveness: only positive evidence makes a run dead; a run whose lock is
+// in another lock directory is not taken for a crashed one.
+func TestLiveness(t *testing.T) {
+	locks := t.TempDir()
+	t.Setenv(EnvLockDir, locks)
+	d := Dir{Root: t.TempDir()}
+	writeOwnerRecord := func(id runid.ID, o Owner) {
+		t.Helper()
+		if err := os.MkdirAll(d.RunDir(id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.RunDir(id), ownerFile), o.encode(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A process that has exited: its PID names nothing (or a later process
+	// with another start time).
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	me := currentOwner()
+	if me.Boot == "" || me.Start == 0 {
+		t.Fatalf("current owner %+v: no boot ID or start time", me)
+	}
+	held := runid.New()
+	l, err := d.AcquireLock(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	crashed := runid.New()
+	if err := os.WriteFile(filepath.Join(locks, string(crashed)), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otherLockDir, rebooted, exitedOwner, unknown := runid.New(), runid.New(), runid.New(), runid.New()
+	writeOwnerRecord(otherLockDir, me)
+	writeOwnerRecord(rebooted, Owner{PID: me.PID, Start: me.Start, Boot: "another-boot"})
+	writeOwnerRecord(exitedOwner, Owner{PID: exited.Process.Pid, Start: 1, Boot: me.Boot})
+	for _, tt := range []struct {
+		name string
+		id   runid.ID
+		want Liveness
+	}{
+		{"lock held", held, Alive},
+		{"lock file left unlocked", crashed, Dead},
+		{"live owner, lock in another lock directory", otherLockDir, Alive},
+		{"owner from another boot", rebooted, Dead},
+		{"owner process gone", exitedOwner, Dead},
+		{"no record (another lock directory, or a test's resources)", unknown, Unknown},
+		{"not a run ID", "../../canary", Unknown},
+	} {
+		if got := d.Liveness(tt.id); got != tt.want {
+			t.Errorf("%s: Liveness = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// The owner record goes with an orderly end.
+	if _, err := os.Stat(filepath.Join(d.RunDir(held), ownerFile)); err != nil {
+		t.Errorf("no owner record while the run holds its lock: %v", err)
+	}
+	l.Release()
+	if _, err := os.Stat(filepath.Join(d.RunDir(held), ownerFile)); !os.IsNotExist(err) {
+		t.Errorf("owner record still there after Release: %v", err)
+	}
+	if d.Liveness(held) != Unknown {
+		t.Errorf("a run that ended in order reads %v", d.Liveness(held))
+	}
+	// A sweep claims a crashed run: it then reads alive to other sweeps,
+	// and Unlock keeps the file for the next one when the sweep failed.
+	c, err := d.Claim(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Liveness(crashed) != Alive {
+		t.Error("a claimed run does not read alive")
+	}
+	if _, err := d.Claim(crashed); err == nil {
+		t.Error("a second claim succeeded")
+	}
+	c.Unlock()
+	if d.Liveness(crashed) != Dead {
+		t.Errorf("after Unlock: %v, want dead", d.Liveness(crashed))
+	}
+	if _, err := os.Stat(filepath.Join(d.RunDir(crashed), ownerFile)); !os.IsNotExist(err) {
+		t.Error("a claim wrote an owner record")
+	}
+	if _, err := d.AcquireLock("../../canary"); err == nil || !strings.Contains(err.Error(), "not a run ID") {
+		t.Errorf("AcquireLock of a bad ID: %v", err)
+	}
+	if _, err := TempDirs("../x"); err == nil {
+		t.Error("TempDirs of a bad ID succeeded")
+	}
 }

@@ -32,6 +32,12 @@ type LayoutStore interface {
 
 // PutLayout implements LayoutStore.
 func (s *sqlStore) PutLayout(ctx context.Context, key TrialKey, l layout.Layout) error {
+	return s.write(ctx, fmt.Sprintf("storing the layout of %s", key), func(ctx context.Context, _ bool) error {
+		return s.putLayout(ctx, key, l)
+	})
+}
+
+func (s *sqlStore) putLayout(ctx context.Context, key TrialKey, l layout.Layout) error {
 	if err := s.ensureExtra(ctx); err != nil {
 		return err
 	}

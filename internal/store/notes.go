@@ -25,18 +25,20 @@ func (s *sqlStore) AddRunNote(ctx context.Context, id runid.ID, n RunNote) error
 		SELECT ?, COALESCE((SELECT MAX(seq) FROM run_notes WHERE run_id = ?), 0) + 1, ?, ?, ?
 		WHERE NOT EXISTS (SELECT 1 FROM run_notes WHERE run_id = ? AND kind = ? AND subject = ? AND text = ?)`)
 	args := []any{string(id), string(id), n.Kind, n.Subject, n.Text, string(id), n.Kind, n.Subject, n.Text}
-	_, err := s.db.ExecContext(ctx, query, args...)
-	if err != nil && s.d.classify(err) == uniqueViolation {
-		_, err = s.db.ExecContext(ctx, query, args...)
-	}
-	if err != nil {
-		switch s.d.classify(err) {
-		case foreignKeyViolation:
-			return fmt.Errorf("cannot store note: %w", noRunError(string(id)))
+	return s.write(ctx, "storing a note of run "+string(id), func(ctx context.Context, _ bool) error {
+		_, err := s.db.ExecContext(ctx, query, args...)
+		if err != nil && s.d.classify(err) == uniqueViolation {
+			_, err = s.db.ExecContext(ctx, query, args...)
 		}
-		return fmt.Errorf("storing note of run %s: %w", id, err)
-	}
-	return nil
+		if err != nil {
+			switch s.d.classify(err) {
+			case foreignKeyViolation:
+				return fmt.Errorf("cannot store note: %w", noRunError(string(id)))
+			}
+			return fmt.Errorf("storing note of run %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // RunNotes implements Store.

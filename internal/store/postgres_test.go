@@ -69,6 +69,7 @@ type pgCluster struct {
 	bin, base, data string
 	asPostgres      bool // run the server programs as the postgres OS user
 	port            int
+	opts            string // the server options it was started with
 	admin           *sql.DB
 }
 
@@ -123,6 +124,7 @@ func startPostgres(t *testing.T) *pgCluster {
 		err := c.runErr("pg_ctl", "-D", c.data, "-l", filepath.Join(base, "server.log"),
 			"-o", opts, "-w", "-t", "60", "start")
 		if err == nil {
+			c.opts = opts
 			break
 		}
 		if attempt == 3 {
@@ -241,6 +243,14 @@ func (c *pgCluster) stop(t *testing.T) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
+}
+
+// restart starts the stopped server again on its port.
+func (c *pgCluster) restart(t *testing.T) {
+	t.Helper()
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
+	c.run(t, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.base, "server.log"), "-o", c.opts, "-w", "-t", "60", "start")
 }
 
 // postmasterPID reads the first line of postmaster.pid; 0 if there is none.

@@ -36,6 +36,9 @@ type dialect struct {
 	lock string
 	// classify tells which constraint, if any, err reports as broken.
 	classify func(err error) violation
+	// transient tells whether the database reports err as a condition that
+	// may pass (a full disk, a server shutting down, a busy lock).
+	transient func(err error) bool
 }
 
 // rebind rewrites the ? placeholders of query for the dialect. Queries in this

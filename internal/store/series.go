@@ -35,7 +35,13 @@ type SeriesStore interface {
 }
 
 // PutSeries implements SeriesStore.
-func (s *sqlStore) PutSeries(ctx context.Context, key TrialKey, step int, points []SeriesPoint) (err error) {
+func (s *sqlStore) PutSeries(ctx context.Context, key TrialKey, step int, points []SeriesPoint) error {
+	return s.write(ctx, fmt.Sprintf("storing the series of %s", key), func(ctx context.Context, _ bool) error {
+		return s.putSeries(ctx, key, step, points)
+	})
+}
+
+func (s *sqlStore) putSeries(ctx context.Context, key TrialKey, step int, points []SeriesPoint) (err error) {
 	if err := s.ensureExtra(ctx); err != nil {
 		return err
 	}

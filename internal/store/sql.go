@@ -19,14 +19,25 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // sqlStore is the Store on a database/sql database; d holds what differs
 // between SQLite and PostgreSQL.
 type sqlStore struct {
-	db *sql.DB
-	d  *dialect
+	db     *sql.DB
+	d      *dialect
+	policy *WritePolicy // nil: DefaultWritePolicy
 }
 
 func (s *sqlStore) q(query string) string { return s.d.rebind(query) }
 
 // CreateRun implements Store.
 func (s *sqlStore) CreateRun(ctx context.Context, r Run) error {
+	return s.write(ctx, "creating run "+string(r.ID), func(ctx context.Context, retry bool) error {
+		err := s.createRun(ctx, r)
+		if retry && errors.Is(err, ErrDuplicate) {
+			return nil // the attempt whose answer was lost stored it
+		}
+		return err
+	})
+}
+
+func (s *sqlStore) createRun(ctx context.Context, r Run) error {
 	if _, err := runid.Parse(string(r.ID)); err != nil {
 		return fmt.Errorf("cannot create run: %w", err)
 	}
@@ -65,8 +76,10 @@ func (s *sqlStore) FinishRun(ctx context.Context, id runid.ID, status, reason st
 	if finished.IsZero() {
 		return fmt.Errorf("cannot finish run %s: no finish time", id)
 	}
-	return s.updateRun(ctx, id, `UPDATE runs SET status = ?, stop_reason = ?, finished = ? WHERE id = ?`,
-		status, reason, formatTime(finished), string(id))
+	return s.write(ctx, "finishing run "+string(id), func(ctx context.Context, _ bool) error {
+		return s.updateRun(ctx, id, `UPDATE runs SET status = ?, stop_reason = ?, finished = ? WHERE id = ?`,
+			status, reason, formatTime(finished), string(id))
+	})
 }
 
 // SetRunStatus implements Store.
@@ -74,11 +87,13 @@ func (s *sqlStore) SetRunStatus(ctx context.Context, id runid.ID, status string)
 	if err := checkStatus(status); err != nil {
 		return fmt.Errorf("cannot set status of run %s: %w", id, err)
 	}
-	if status == StatusRunning {
-		return s.updateRun(ctx, id, `UPDATE runs SET status = ?, stop_reason = '', finished = NULL WHERE id = ?`,
-			status, string(id))
-	}
-	return s.updateRun(ctx, id, `UPDATE runs SET status = ? WHERE id = ?`, status, string(id))
+	return s.write(ctx, "setting the status of run "+string(id), func(ctx context.Context, _ bool) error {
+		if status == StatusRunning {
+			return s.updateRun(ctx, id, `UPDATE runs SET status = ?, stop_reason = '', finished = NULL WHERE id = ?`,
+				status, string(id))
+		}
+		return s.updateRun(ctx, id, `UPDATE runs SET status = ? WHERE id = ?`, status, string(id))
+	})
 }
 
 // updateRun runs an UPDATE of one run and reports ErrNoRun when it changed
@@ -99,7 +114,18 @@ func (s *sqlStore) updateRun(ctx context.Context, id runid.ID, query string, arg
 }
 
 // AddTrial implements Store.
-func (s *sqlStore) AddTrial(ctx context.Context, t Trial) (err error) {
+func (s *sqlStore) AddTrial(ctx context.Context, t Trial) error {
+	what := fmt.Sprintf("storing the trial of round %d of %s on %s", t.Round, t.Workload, t.Platform)
+	return s.write(ctx, what, func(ctx context.Context, retry bool) error {
+		err := s.addTrial(ctx, t)
+		if retry && errors.Is(err, ErrDuplicate) {
+			return nil // the attempt whose answer was lost stored it
+		}
+		return err
+	})
+}
+
+func (s *sqlStore) addTrial(ctx context.Context, t Trial) (err error) {
 	if err := checkTrial(t); err != nil {
 		return err
 	}
@@ -204,7 +230,11 @@ func (s *sqlStore) Run(ctx context.Context, ref string) (Run, error) {
 	var runs []Run
 	var err error
 	if ref == RefLast {
-		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r`+newestFirst+` LIMIT 1`)
+		var last runid.ID
+		if last, err = s.newest(ctx); err != nil {
+			return Run{}, err
+		}
+		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r WHERE r.id = ?`, string(last))
 	} else {
 		runs, err = s.queryRuns(ctx, `SELECT `+runColumns+` FROM runs r
 			WHERE r.id = ? OR substr(r.id, 1, ?) = ?`+newestFirst, ref, len(ref), ref)
@@ -224,6 +254,56 @@ func (s *sqlStore) Run(ctx context.Context, ref string) (Run, error) {
 		return runs[0], nil
 	}
 	return Run{}, ambiguousError(ref, len(runs))
+}
+
+// newest is the ID of the newest run with a valid ID ("" when none).
+func (s *sqlStore) newest(ctx context.Context) (runid.ID, error) {
+	ids, err := s.ids(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range ids {
+		if runid.ID(id).Valid() {
+			return runid.ID(id), nil
+		}
+	}
+	return "", nil
+}
+
+// ids lists every stored run ID as stored, newest first.
+func (s *sqlStore) ids(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT r.id FROM runs r`+newestFirst))
+	if err != nil {
+		return nil, fmt.Errorf("reading runs: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reading runs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading runs: %w", err)
+	}
+	return ids, nil
+}
+
+// InvalidRuns implements Store.
+func (s *sqlStore) InvalidRuns(ctx context.Context) ([]string, error) {
+	ids, err := s.ids(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	for _, id := range ids {
+		if !runid.ID(id).Valid() {
+			bad = append(bad, id)
+		}
+	}
+	return bad, nil
 }
 
 // Runs implements Store.
@@ -249,6 +329,12 @@ func (s *sqlStore) queryRuns(ctx context.Context, query string, args ...any) ([]
 			return nil, fmt.Errorf("reading runs: %w", err)
 		}
 		r.ID = runid.ID(id)
+		if !r.ID.Valid() {
+			// Not written by nearnative (CreateRun checks the form): the
+			// ID must not name a run directory or a lock. InvalidRuns
+			// lists such rows.
+			continue
+		}
 		if r.Started, err = parseTime(started); err != nil {
 			return nil, fmt.Errorf("reading run %s: %w", id, err)
 		}

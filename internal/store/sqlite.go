@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -19,9 +20,24 @@ import (
 const busyTimeoutMS = 10000
 
 var sqliteDialect = &dialect{
-	name:     "SQLite",
-	types:    strings.NewReplacer("{{id}}", "INTEGER PRIMARY KEY", "{{blob}}", "BLOB"),
-	classify: classifySQLite,
+	name:      "SQLite",
+	types:     strings.NewReplacer("{{id}}", "INTEGER PRIMARY KEY", "{{blob}}", "BLOB"),
+	classify:  classifySQLite,
+	transient: transientSQLite,
+}
+
+// transientSQLite: a full disk or file system, an I/O error, or another
+// process's lock held past the busy timeout.
+func transientSQLite(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN:
+		return true
+	}
+	return false
 }
 
 func classifySQLite(err error) violation {
@@ -64,11 +80,42 @@ func sqliteDSN(path string) (string, error) {
 	return u.String(), nil
 }
 
+// privateFile makes the database file only its owner can read (0600),
+// creating it empty when it is missing: SQLite gives its journal files the
+// database's mode, so they are private too. Results name commands, hosts
+// and configurations other local users have no business reading.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil // SQLite says what is wrong with the path, in its words
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if int(st.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+		return nil // another user's file: theirs to decide
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 func openSQLite(ctx context.Context, path string) (Store, error) {
 	if path == "" {
 		return nil, errors.New("cannot open result database: no path given: pass --db")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, sqliteOpenError(path, err)
+	}
+	if err := privateFile(path); err != nil {
 		return nil, sqliteOpenError(path, err)
 	}
 	dsn, err := sqliteDSN(path)

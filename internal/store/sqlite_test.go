@@ -203,3 +203,77 @@ func TestSQLiteMigratesVersion1(t *testing.T) {
 		t.Errorf("AddRunNote after migration: %v", err)
 	}
 }
+
+// TestInvalidRunIDsSkipped: a row whose ID is not a run ID (written by
+// something other than nearnative) is never returned, so that it cannot
+// name a run directory or a lock; InvalidRuns lists it.
+func TestInvalidRunIDsSkipped(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "results.db"))
+	good := Run{ID: runid.New(), Study: "s", Baseline: "native", Started: time.Now().Add(-time.Hour)}
+	if err := s.CreateRun(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	db := s.(*sqlStore).db
+	for _, bad := range []string{"../../canary", "20990101-000000-zzzz"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO runs (id, study, seed, baseline, status, stop_reason, started, version)
+			VALUES (?, 's', 0, 'native', 'running', '', ?, 'x')`, bad, formatTime(time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := s.Runs(ctx)
+	if err != nil || len(runs) != 1 || runs[0].ID != good.ID {
+		t.Errorf("Runs = %v, %v; want only %s", runs, err, good.ID)
+	}
+	if r, err := s.Run(ctx, RefLast); err != nil || r.ID != good.ID {
+		t.Errorf("Run(last) = %s, %v; want %s (the newer rows are not runs)", r.ID, err, good.ID)
+	}
+	for _, ref := range []string{"../../canary", "../", "20990101"} {
+		if r, err := s.Run(ctx, ref); !errors.Is(err, ErrNoRun) {
+			t.Errorf("Run(%q) = %q, %v; want ErrNoRun", ref, r.ID, err)
+		}
+	}
+	bad, err := s.InvalidRuns(ctx)
+	if err != nil || len(bad) != 2 {
+		t.Errorf("InvalidRuns = %q, %v; want the two rows", bad, err)
+	}
+}
+
+// TestSQLitePrivate: the database and its journal files are 0600, and an
+// existing 0644 database is made private.
+func TestSQLitePrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.db")
+	s := open(t, path)
+	if err := s.CreateRun(context.Background(), Run{ID: runid.New(), Study: "s", Baseline: "native", Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		files, _ := filepath.Glob(path + "*")
+		if len(files) < 2 {
+			t.Fatalf("database files %v, want the database and its WAL", files)
+		}
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != 0o600 {
+				t.Errorf("%s has mode %v, want 0600", f, st.Mode().Perm())
+			}
+		}
+	}
+	check()
+	s.Close()
+	old := filepath.Join(dir, "old.db")
+	if err := os.WriteFile(old, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path = old
+	s = open(t, old)
+	if err := s.CreateRun(context.Background(), Run{ID: runid.New(), Study: "s", Baseline: "native", Started: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	check()
+}

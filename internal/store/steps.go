@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -34,6 +35,16 @@ type StepStore interface {
 
 // AddStep implements StepStore.
 func (s *sqlStore) AddStep(ctx context.Context, key TrialKey, st Step) error {
+	return s.write(ctx, fmt.Sprintf("storing step %d of %s", st.Seq, key), func(ctx context.Context, retry bool) error {
+		err := s.addStep(ctx, key, st)
+		if retry && errors.Is(err, ErrDuplicate) {
+			return nil // the attempt whose answer was lost stored it
+		}
+		return err
+	})
+}
+
+func (s *sqlStore) addStep(ctx context.Context, key TrialKey, st Step) error {
 	if err := s.ensureExtra(ctx); err != nil {
 		return err
 	}

@@ -134,8 +134,13 @@ type Store interface {
 	// Run returns the run that ref names: a full ID, a unique prefix of one,
 	// or RefLast for the newest run. It fails with ErrNoRun or ErrAmbiguous.
 	Run(ctx context.Context, ref string) (Run, error)
-	// Runs returns all runs, newest first.
+	// Runs returns all runs, newest first. Run and Runs skip rows whose ID
+	// is not a run ID (written by something other than nearnative): such
+	// an ID must never name a run directory, a lock or a resource.
 	Runs(ctx context.Context) ([]Run, error)
+	// InvalidRuns lists the stored run IDs that are not run IDs, which Run
+	// and Runs skip, so that a command can say it left them alone.
+	InvalidRuns(ctx context.Context) ([]string, error)
 	// Trials returns a run's trials ordered by round and index; an unknown
 	// run fails with ErrNoRun.
 	Trials(ctx context.Context, id runid.ID) ([]Trial, error)

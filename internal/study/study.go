@@ -380,23 +380,33 @@ func parseFile(data []byte, filename string, reg *workload.Registry) (*Study, er
 	for i, w := range s.Workloads {
 		kind, _ := reg.Get(w.Kind)
 		for _, p := range kind.Params() {
-			if !p.Platforms || w.Params[p.Name] == "" {
-				continue
-			}
-			for _, n := range strings.Split(w.Params[p.Name], ",") {
-				if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) || slices.Contains(p.Keywords, n) {
-					continue
-				}
-				also := ""
-				if len(p.Keywords) > 0 {
-					also = " or " + strings.Join(p.Keywords, ", ")
-				}
+			if err := checkPlatformNames(p, w.Params[p.Name], names); err != nil {
 				return nil, &Error{File: filename, Line: w.lines.line("params."+p.Name, "params"),
-					Err: fmt.Errorf("workloads[%d].params.%s: %q is not a platform of this study (%s%s)", i, p.Name, n, strings.Join(names, ", "), also)}
+					Err: fmt.Errorf("workloads[%d].params.%s: %w", i, p.Name, err)}
 			}
 		}
 	}
 	return s, nil
+}
+
+// checkPlatformNames checks the value of a parameter that names platforms
+// (workload.Param.Platforms): each name is one of the study's platforms
+// or one of the parameter's keywords.
+func checkPlatformNames(p workload.Param, value string, names []string) error {
+	if !p.Platforms || value == "" {
+		return nil
+	}
+	for _, n := range strings.Split(value, ",") {
+		if n = strings.TrimSpace(n); n == "" || slices.Contains(names, n) || slices.Contains(p.Keywords, n) {
+			continue
+		}
+		also := ""
+		if len(p.Keywords) > 0 {
+			also = " or " + strings.Join(p.Keywords, ", ")
+		}
+		return fmt.Errorf("%q is not a platform of this study (%s%s)", n, strings.Join(names, ", "), also)
+	}
+	return nil
 }
 
 // notFoundError says that a study is neither built in nor a file; it wraps

@@ -3,6 +3,7 @@ package study
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"regexp"
@@ -371,6 +372,33 @@ type Overrides struct {
 	// Client, when set, replaces where the load runs (--client: netns or
 	// host).
 	Client string
+	// Workloads, when set, keeps only the named workloads, in this order;
+	// it wins over quick.workloads as Platforms wins over quick.platforms.
+	Workloads []string
+	// Params set workload parameters as a study file's params would
+	// (--set workload.param=value), after Workloads and --quick have chosen
+	// the run's workloads.
+	Params []ParamSet
+}
+
+// ParamSet is one --set: a parameter of the study's workload named
+// Workload (or of every workload of that kind) set to Value.
+type ParamSet struct {
+	Workload, Param, Value string
+}
+
+// String is the flag's text, workload.param=value.
+func (p ParamSet) String() string { return p.Workload + "." + p.Param + "=" + p.Value }
+
+// ParseParamSet reads "workload.param=value". A workload's name may hold
+// dots; a parameter's may not, so the last dot before '=' splits them.
+func ParseParamSet(s string) (ParamSet, error) {
+	key, value, ok := strings.Cut(s, "=")
+	i := strings.LastIndexByte(key, '.')
+	if !ok || i <= 0 || i == len(key)-1 {
+		return ParamSet{}, fmt.Errorf("--set %q: want workload.param=value, e.g. redis-set.clients=50 (workload: a name from the study's workloads or a workload kind)", s)
+	}
+	return ParamSet{Workload: key[:i], Param: key[i+1:], Value: value}, nil
 }
 
 // Validate checks the overrides on their own; errors name the flag.
@@ -387,15 +415,20 @@ func (o Overrides) Validate() error {
 	if o.Client != "" && !slices.Contains(host.Settings, o.Client) {
 		return fmt.Errorf("--client %q: want %s (netns: the load from a network namespace over a veth; host: on this machine over loopback)", o.Client, strings.Join(host.Settings, " or "))
 	}
-	seen := map[string]bool{}
-	for _, name := range o.Platforms {
-		if name == "" {
-			return errors.New("--platforms: empty platform name")
+	for _, l := range []struct {
+		flag  string
+		names []string
+	}{{"--platforms", o.Platforms}, {"--workloads", o.Workloads}} {
+		seen := map[string]bool{}
+		for _, name := range l.names {
+			if name == "" {
+				return fmt.Errorf("%s: empty name", l.flag)
+			}
+			if seen[name] {
+				return fmt.Errorf("%s: %q is listed twice", l.flag, name)
+			}
+			seen[name] = true
 		}
-		if seen[name] {
-			return fmt.Errorf("--platforms: %q is listed twice", name)
-		}
-		seen[name] = true
 	}
 	return nil
 }
@@ -412,7 +445,15 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	c.Platforms = slices.Clone(s.Platforms)
 	c.Workloads = slices.Clone(s.Workloads)
 	if o.Quick {
-		c.applyQuick(len(o.Platforms) == 0)
+		c.applyQuick(len(o.Platforms) == 0, len(o.Workloads) == 0)
+	}
+	if len(o.Workloads) > 0 {
+		if err := c.selectWorkloads(s.Workloads, o.Workloads); err != nil {
+			return err
+		}
+	}
+	if err := c.setParams(o.Params, reg); err != nil {
+		return err
 	}
 	if len(o.Platforms) > 0 {
 		// --platforms wins over quick.platforms, which then names
@@ -477,9 +518,10 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	return nil
 }
 
-// applyQuick applies the quick block; platforms says whether its
-// platforms apply (not when --platforms names them).
-func (s *Study) applyQuick(platforms bool) {
+// applyQuick applies the quick block; platforms and workloads say whether
+// its platforms and workloads apply (not when --platforms or --workloads
+// name them).
+func (s *Study) applyQuick(platforms, workloads bool) {
 	s.quick = true
 	q := s.Quick
 	if q.Rounds > 0 {
@@ -497,7 +539,7 @@ func (s *Study) applyQuick(platforms bool) {
 	if q.MaxTime > 0 {
 		s.MaxTime = q.MaxTime
 	}
-	if len(q.Workloads) > 0 {
+	if workloads && len(q.Workloads) > 0 {
 		keep := map[string]bool{}
 		for _, name := range q.Workloads {
 			keep[name] = true
@@ -521,6 +563,79 @@ func (s *Study) applyQuick(platforms bool) {
 		}
 		s.Platforms = ps
 	}
+}
+
+// selectWorkloads keeps the named workloads of all (the study's, before
+// --quick chose some) in the given order, and drops quick.workloads, which
+// --workloads replaces.
+func (s *Study) selectWorkloads(all []Workload, names []string) error {
+	var ws []Workload
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(w Workload) bool { return w.Name == name })
+		if i < 0 {
+			var have []string
+			for _, w := range all {
+				have = append(have, w.Name)
+			}
+			return fmt.Errorf("--workloads: %q is not a workload of study %s (its workloads: %s)", name, s.Name, strings.Join(have, ", "))
+		}
+		ws = append(ws, all[i])
+	}
+	s.Workloads = ws
+	s.Quick.Workloads = nil
+	return nil
+}
+
+// setParams applies --set: each names a workload of the run (or a kind,
+// for all its workloads) and one of its parameters, and the value is
+// checked as a study file's would be; the error names the flag, the
+// parameter and what it takes.
+func (s *Study) setParams(sets []ParamSet, reg *workload.Registry) error {
+	for _, ps := range sets {
+		var idx []int
+		for i, w := range s.Workloads {
+			if w.Name == ps.Workload {
+				idx = []int{i}
+				break
+			}
+			if w.Kind == ps.Workload {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			var have []string
+			for _, w := range s.Workloads {
+				have = append(have, w.Name+" ("+w.Kind+")")
+			}
+			return fmt.Errorf("--set %s: no workload %q in this run (its workloads: %s)", ps, ps.Workload, strings.Join(have, ", "))
+		}
+		for _, i := range idx {
+			w := &s.Workloads[i]
+			kind, ok := reg.Get(w.Kind)
+			if !ok {
+				return fmt.Errorf("--set %s: unknown workload kind %q", ps, w.Kind)
+			}
+			params := kind.Params()
+			if _, err := workload.Resolve(params, map[string]string{ps.Param: ps.Value}, s.quick); err != nil {
+				if j := slices.IndexFunc(params, func(p workload.Param) bool { return p.Name == ps.Param }); j >= 0 {
+					return fmt.Errorf("--set %s: %w (%s takes %s)", ps, err, ps.Param, params[j].Takes())
+				}
+				return fmt.Errorf("--set %s: workload %s (%s): %w", ps, w.Name, w.Kind, err)
+			}
+			if j := slices.IndexFunc(params, func(p workload.Param) bool { return p.Name == ps.Param }); j >= 0 {
+				if err := checkPlatformNames(params[j], ps.Value, s.PlatformNames()); err != nil {
+					return fmt.Errorf("--set %s: parameter %s: %w", ps, ps.Param, err)
+				}
+			}
+			p := maps.Clone(w.Params)
+			if p == nil {
+				p = map[string]string{}
+			}
+			p[ps.Param] = ps.Value
+			w.Params = p
+		}
+	}
+	return nil
 }
 
 // selectPlatforms keeps the named platforms in the given order.

@@ -3,12 +3,15 @@ package study
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // YAML renders the study as it runs: every setting explicit, after
@@ -76,6 +79,23 @@ func (s *Study) YAML() ([]byte, error) {
 		return nil, fmt.Errorf("rendering study %s: %w", s.Name, err)
 	}
 	return b.Bytes(), nil
+}
+
+// WithQuick returns the study as --quick would run it, to print as a file
+// to copy and edit: the quick block applied and left out (the file is the
+// quick run), every parameter resolved with its --quick value, and the
+// seed left at 0, to be chosen at run time. Nothing about this machine is
+// checked: that is Apply's, when the study is run.
+func (s *Study) WithQuick(reg *workload.Registry) (*Study, error) {
+	c := *s
+	c.Platforms = slices.Clone(s.Platforms)
+	c.Workloads = slices.Clone(s.Workloads)
+	c.applyQuick(true, true)
+	c.Quick, c.QuickLeftOut, c.Seed = Quick{}, nil, 0
+	if err := c.resolve(reg, false); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // platformNode renders a built-in as its name, a variant as a flow mapping.

@@ -25,14 +25,26 @@ const Port = 7977
 
 // Kernel command line keys the agent reads.
 const (
-	ParamIP = "nn.ip" // guest address with prefix, 10.213.7.2/24
-	ParamGW = "nn.gw" // host address on the bridge (no default route is set)
+	ParamIP   = "nn.ip"   // guest address with prefix, 10.213.7.2/24
+	ParamGW   = "nn.gw"   // host address on the bridge (no default route is set)
+	ParamName = "nn.name" // host name of the guest
 	// ParamRoutes lists, comma-separated, the subnets the guest reaches
 	// through ParamGW: a client host's link, whose connections this
 	// machine routes to the guest.
 	ParamRoutes = "nn.routes"
-	ParamToken  = "nn.token" // bearer token the host must present
-	ParamName   = "nn.name"  // host name of the guest
+	// ParamToken is the bearer token the host must present, when it comes
+	// on the command line; the host passes it as the firmware file
+	// TokenFwCfg instead, since the command line of QEMU is readable by
+	// every local user.
+	ParamToken = "nn.token"
+)
+
+// TokenFwCfg is the QEMU firmware configuration file carrying the agent's
+// token (-fw_cfg name=TokenFwCfg,file=PATH, PATH readable by root only); the
+// guest reads it through its qemu_fw_cfg driver at TokenFwCfgPath.
+const (
+	TokenFwCfg     = "opt/nearnative/token"
+	TokenFwCfgPath = "/sys/firmware/qemu_fw_cfg/by_name/" + TokenFwCfg + "/raw"
 )
 
 // File is a file written into a process's directory before it starts.

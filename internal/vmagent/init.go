@@ -105,6 +105,11 @@ func bootGuest() (map[string]string, error) {
 	if name := params[ParamName]; name != "" {
 		unix.Sethostname([]byte(name))
 	}
+	// The token comes as a firmware file (sysfs is mounted now); only an
+	// older host puts it on the command line.
+	if b, err := os.ReadFile(TokenFwCfgPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		params[ParamToken] = strings.TrimSpace(string(b))
+	}
 	if err := network(params); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ type proc struct {
 func serve(params map[string]string) error {
 	token := params[ParamToken]
 	if token == "" {
-		return fmt.Errorf("no %s on the kernel command line", ParamToken)
+		return fmt.Errorf("no token: neither the firmware file %s nor %s on the kernel command line", TokenFwCfg, ParamToken)
 	}
 	ip, _, _ := net.ParseCIDR(params[ParamIP])
 	a := newAgent(token)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -65,9 +66,10 @@ func (c ClientRun) CPUShare() float64 {
 
 // RunClient runs a load generator on the trial's client host (t.Client: a
 // network namespace of the run, or this machine): in its own process group
-// with the run ID in its environment, killed with its group when ctx ends;
-// its stdout and stderr are saved to t.RawDir/name. A non-zero exit is an
-// error that points to the saved output.
+// with the run ID in its environment, killed with its group when ctx ends
+// and by the kernel when nearnative dies (deathsig); its stdout and stderr
+// are saved to t.RawDir/name. A non-zero exit is an error that points to
+// the saved output.
 func RunClient(ctx context.Context, t Trial, name string, argv []string) (ClientRun, error) {
 	return RunClientOn(ctx, t.Client, t.Run, t.RawDir, name, argv, nil)
 }
@@ -102,17 +104,16 @@ func RunClientOn(ctx context.Context, h host.Host, run runid.ID, rawDir, name st
 	// open; Wait gives up on them after WaitDelay instead of hanging.
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	proc, err := deathsig.Start(cmd) // dies with nearnative
+	if err != nil {
 		return res, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
 	select {
-	case err = <-done:
+	case <-proc.Done():
+		err = proc.Err()
 	case <-ctx.Done():
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-proc.Done()
 		err = ctx.Err()
 	}
 	res.Wall = time.Since(start)

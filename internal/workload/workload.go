@@ -101,6 +101,38 @@ func (p Param) Check(v string) error {
 	return nil
 }
 
+// Takes says in words what values the parameter accepts and its default,
+// for errors about a value given on the command line: "one of set, get;
+// default set", "an integer of at least 1; default 1000".
+func (p Param) Takes() string {
+	var s string
+	switch {
+	case len(p.Enum) > 0:
+		s = "one of " + strings.Join(p.Enum, ", ")
+	case p.Type == Int:
+		s = "an integer"
+	case p.Type == Float:
+		s = "a number"
+	case p.Type == Bool:
+		s = "true or false"
+	case p.Type == Duration:
+		s = "a positive duration such as 30s or 2m"
+	default:
+		s = "text"
+	}
+	if p.HasMin && (p.Type == Int || p.Type == Float) {
+		s += fmt.Sprintf(" of at least %g", p.Min)
+	}
+	if p.Optional {
+		s += ", or empty"
+	}
+	def := p.Default
+	if def == "" {
+		def = `""`
+	}
+	return s + "; default " + def
+}
+
 // Values are a workload's parameters after defaults and overrides, all checked.
 type Values map[string]string
 

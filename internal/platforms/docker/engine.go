@@ -244,6 +244,9 @@ func gone(err error) bool {
 // description of each thing it removed; things that vanished meanwhile are not
 // errors. It keeps going after a failure and returns all failures joined.
 func (e *Engine) RemoveRun(ctx context.Context, id runid.ID) ([]string, error) {
+	if id != "" && !id.Valid() {
+		return nil, fmt.Errorf("removing the containers of run %q: not a run ID", id)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	var removed []string
@@ -297,8 +300,10 @@ func shortID(id string) string {
 	return id
 }
 
-// Runs lists, sorted, the IDs of runs that have labelled containers or
-// networks.
+// Runs lists, sorted, the run labels of containers and networks. They are
+// read from the engine, where anything may carry the label: a caller checks
+// each one (runid.ID.Valid) before it names anything with it, as
+// cleanup.Clean does.
 func (e *Engine) Runs(ctx context.Context) ([]runid.ID, error) {
 	seen := map[runid.ID]bool{}
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: runFilter("")})

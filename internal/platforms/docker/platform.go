@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
@@ -250,6 +251,35 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	return p.start(ctx, trial, spec, pl, p.opt.CPUSet)
 }
 
+// halfMadeWait is how long a container whose create request was cancelled
+// is looked for: the daemon may finish making it after the request ended.
+const halfMadeWait = 3 * time.Second
+
+// removeHalfMade removes container name, made by a create request that was
+// cancelled: it tries until the removal succeeds, or until halfMadeWait has
+// passed with no such container.
+func removeHalfMade(ctx context.Context, cli *client.Client, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	deadline := time.Now().Add(halfMadeWait)
+	for {
+		err := cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			return nil
+		case !gone(err):
+			return fmt.Errorf("removing the half-made container %s: %w", name, err)
+		case time.Now().After(deadline):
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // start creates and starts the container of spec as planned, confined to
 // cpuset ("" for none). A plan without a client host gets the container's
 // address on its network.
@@ -275,11 +305,10 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 	if err != nil {
 		err = fmt.Errorf("%s: creating container %s from %s: %w", p.name, name, p.env.Image, err)
 		if ctx.Err() != nil {
-			// Cancelled mid-request: the daemon may have made it anyway.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-			defer cancel()
-			if rerr := cli.ContainerRemove(rctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); !gone(rerr) {
-				err = errors.Join(err, fmt.Errorf("removing the half-made container %s: %w", name, rerr))
+			// Cancelled mid-request: the daemon may have made it anyway,
+			// and may still be making it.
+			if rerr := removeHalfMade(context.WithoutCancel(ctx), cli, name); rerr != nil {
+				err = errors.Join(err, rerr)
 			}
 		}
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -73,16 +74,16 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	proc, err := deathsig.Start(cmd) // dies with nearnative
+	if err != nil {
 		return res, fmt.Errorf("starting job %s: %w", spec.Name, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err = <-done:
+	case <-proc.Done():
+		err = proc.Err()
 	case <-ctx.Done():
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-proc.Done()
 		err = ctx.Err()
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group

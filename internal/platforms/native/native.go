@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -147,18 +148,18 @@ func (p *Platform) start(ctx context.Context, trial string, spec platform.Spec, 
 }
 
 type server struct {
-	p       *Platform
-	name    string
-	dir     string
-	ports   map[string]int
-	cpuset  string
-	argv    []string
-	cmd     *exec.Cmd
-	group   *cgroup.Group
-	log     *os.File
-	done    chan struct{}
-	waitErr error
-	state   string
+	p      *Platform
+	name   string
+	dir    string
+	ports  map[string]int
+	cpuset string
+	argv   []string
+	cmd    *exec.Cmd
+	group  *cgroup.Group
+	log    *os.File
+	proc   *deathsig.Proc
+	done   <-chan struct{}
+	state  string
 }
 
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
@@ -206,7 +207,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 				}
 			}
 		}
-		argv = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), "--init-groups", "--"}, argv...)
+		argv = deathsig.Setpriv(uid, gid, argv...)
 	}
 	// Always a group when root, limits or not: Stop and cleanup then reach
 	// every descendant, even one that left the process group (setsid).
@@ -226,7 +227,8 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		return fmt.Errorf("creating server log: %w", err)
 	}
 	// Not exec.CommandContext: the server must outlive a cancelled ctx until
-	// Stop tears it down in order.
+	// Stop tears it down in order. It dies with nearnative (deathsig), so a
+	// crashed run leaves no server running.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
@@ -235,15 +237,12 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	for k, v := range spec.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	if err := cmd.Start(); err != nil {
+	proc, err := deathsig.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", spec.Name, err)
 	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
+	s.cmd, s.proc = cmd, proc
+	s.done = proc.Done()
 	if err := s.writeState(); err != nil {
 		return err
 	}
@@ -258,7 +257,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	for {
 		select {
 		case <-s.done:
-			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.waitErr, tail(s.log.Name(), 10))
+			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.proc.Err(), tail(s.log.Name(), 10))
 		case <-execd.C:
 			if settle == nil && runs(cmd.Process.Pid, bin) {
 				settle = time.After(earlyExit)

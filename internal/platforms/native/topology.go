@@ -80,7 +80,7 @@ func (s *server) Exited(ctx context.Context) error {
 	}
 	select {
 	case <-s.done:
-		return fmt.Errorf("exited (%v)", s.waitErr)
+		return fmt.Errorf("exited (%v)", s.proc.Err())
 	default:
 		return nil
 	}

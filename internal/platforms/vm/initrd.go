@@ -20,11 +20,13 @@ import (
 )
 
 // InitrdRecipe is part of the initramfs cache key.
-const InitrdRecipe = 1
+const InitrdRecipe = 2
 
 // guestModules are loaded (with their dependencies) before the root disk
 // and the network are usable; Debian's cloud kernel builds them as modules.
-var guestModules = []string{"virtio_pci", "virtio_blk", "virtio_net"}
+// qemu_fw_cfg shows the firmware files under /sys/firmware/qemu_fw_cfg,
+// where the agent reads its token (vmagent.TokenFwCfg).
+var guestModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "qemu_fw_cfg"}
 
 // BuildInitrd returns an initramfs holding exe as /init (with the shared
 // libraries it needs when it is dynamically linked) and the virtio modules

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -64,7 +65,7 @@ type guestConfig struct {
 type guest struct {
 	cfg     guestConfig
 	cmd     *exec.Cmd
-	done    chan struct{}
+	done    <-chan struct{}
 	tap     string
 	tmp     string
 	qmp     string
@@ -143,10 +144,16 @@ func (g *guest) start(ctx context.Context) error {
 		g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])
 	}
 	g.qmp = filepath.Join(g.tmp, "qmp.sock")
+	// The token reaches the guest as a firmware file only root can read,
+	// not on QEMU's command line, which every local user can read in /proc.
+	tokenFile := filepath.Join(g.tmp, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return fmt.Errorf("writing the guest agent's token: %w", err)
+	}
 	appendArgs := strings.Join([]string{
 		"console=ttyS0", "panic=-1", "loglevel=4", "rw",
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
-		vmagent.ParamToken + "=" + token, vmagent.ParamName + "=" + "nn-guest",
+		vmagent.ParamName + "=" + "nn-guest",
 	}, " ")
 	if cfg.Bridge != nil && len(cfg.Routes) > 0 {
 		appendArgs += " " + vmagent.ParamRoutes + "=" + strings.Join(cfg.Routes, ",")
@@ -160,6 +167,7 @@ func (g *guest) start(ctx context.Context) error {
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", strconv.FormatInt(cfg.MemMiB, 10),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd, "-append", appendArgs,
+		"-fw_cfg", "name=" + vmagent.TokenFwCfg + ",file=" + tokenFile,
 		"-drive", drive,
 		"-netdev", netdev,
 		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
@@ -182,14 +190,13 @@ func (g *guest) start(ctx context.Context) error {
 	g.cmd.Stdout, g.cmd.Stderr = stderr, stderr
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g.cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(cfg.Run))
-	if err := g.cmd.Start(); err != nil {
+	// The guest dies with nearnative (deathsig): an emulated guest left
+	// behind would burn a core beside the next run.
+	proc, err := deathsig.Start(g.cmd)
+	if err != nil {
 		return fmt.Errorf("starting qemu: %w", err)
 	}
-	g.done = make(chan struct{})
-	go func() {
-		g.cmd.Wait()
-		close(g.done)
-	}()
+	g.done = proc.Done()
 	timeout := BootTimeoutTCG
 	if cfg.Accel == "kvm" {
 		timeout = BootTimeoutKVM

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -308,6 +309,7 @@ func TestGuestRedis(t *testing.T) {
 		}
 		c.Close()
 	}
+	checkTokenPrivate(t, run)
 	cpu, err := srv.(platform.CPUReporter).CPUTime(ctx)
 	if err != nil {
 		t.Errorf("CPUTime: %v", err)
@@ -378,5 +380,38 @@ func assertClean(t *testing.T, run runid.ID) {
 	}
 	if dirs, _ := state.TempDirs(run); len(dirs) > 0 {
 		t.Errorf("temp dirs (overlays) left: %v", dirs)
+	}
+}
+
+// checkTokenPrivate: the agent's token is on no QEMU command line (which
+// every local user can read) but in a firmware file only root can read.
+func checkTokenPrivate(t *testing.T, run runid.ID) {
+	t.Helper()
+	qs := QEMUProcesses(run)
+	if len(qs) == 0 {
+		t.Fatal("no QEMU process of the run")
+	}
+	for _, q := range qs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", q.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv := strings.Split(string(b), "\x00")
+		if strings.Contains(string(b), vmagent.ParamToken) {
+			t.Errorf("the agent's token is on QEMU's command line: %q", argv)
+		}
+		file := ""
+		for i, a := range argv {
+			if a == "-fw_cfg" && i+1 < len(argv) {
+				_, file, _ = strings.Cut(argv[i+1], ",file=")
+			}
+		}
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatalf("token file %q from %q: %v", file, argv, err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("token file %s has mode %v, want 0600", file, st.Mode().Perm())
+		}
 	}
 }

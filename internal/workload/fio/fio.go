@@ -266,7 +266,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	if in.storage == StorageContainer {
 		dirs = append(dirs, DockerRoot)
 	}
-	if err := checkSpace(dirs, cfg.Size, in.sizeText); err != nil {
+	if in.space, err = checkSpace(dirs, cfg.Size, in.sizeText); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -282,6 +282,7 @@ type Instance struct {
 	storage  string
 	mem      int64  // the host's RAM
 	sizeText string // the size parameter as given ("auto", "10g")
+	space    []Space
 	runs     []hostKey
 }
 
@@ -591,11 +592,38 @@ func saveRaw(dir, trial string, j platform.JobResult) (string, error) {
 // the study is fine, this machine's disk is not big enough for it.
 var ErrNoSpace = errors.New("not enough free disk")
 
+// SpaceError is the refusal of a file larger than the free disk; it wraps
+// ErrNoSpace. Its text says what to change.
+type SpaceError struct {
+	// Dir is the first directory checked on the file system that lacks room.
+	Dir string
+	// Need and Free are the bytes needed there and the bytes left.
+	Need, Free int64
+	msg        string
+}
+
+func (e *SpaceError) Error() string { return e.msg }
+
+// Unwrap returns ErrNoSpace.
+func (e *SpaceError) Unwrap() error { return ErrNoSpace }
+
+// Space is the free space an instance needs on one file system: Need bytes
+// under Dir, which had Free bytes left when it was made.
+type Space struct {
+	Dir        string
+	Need, Free int64
+}
+
+// Space returns the free space the instance's data files need, per file
+// system (the sum checkSpace held against the free space when New ran).
+func (in *Instance) Space() []Space { return in.space }
+
 // checkSpace fails when the file systems of dirs lack room for one file of
 // size bytes in each dir, plus a margin per file (a tenth, and 64 MiB),
 // saying the largest size that fits. Dirs on one file system need room
-// together; a dir that does not exist is not checked.
-func checkSpace(dirs []string, size int64, given string) error {
+// together; a dir that does not exist is not checked. It returns what each
+// file system needs.
+func checkSpace(dirs []string, size int64, given string) ([]Space, error) {
 	type fsys struct {
 		dir   string // the first dir on it
 		files int64
@@ -609,13 +637,13 @@ func checkSpace(dirs []string, size int64, given string) error {
 			if errors.Is(err, unix.ENOENT) {
 				continue
 			}
-			return fmt.Errorf("checking free space under %s: %w", dir, err)
+			return nil, fmt.Errorf("checking free space under %s: %w", dir, err)
 		}
 		f := byDev[st.Dev]
 		if f == nil {
 			var fs unix.Statfs_t
 			if err := unix.Statfs(dir, &fs); err != nil {
-				return fmt.Errorf("checking free space under %s: %w", dir, err)
+				return nil, fmt.Errorf("checking free space under %s: %w", dir, err)
 			}
 			f = &fsys{dir: dir, free: int64(fs.Bavail) * int64(fs.Bsize)}
 			byDev[st.Dev] = f
@@ -623,8 +651,11 @@ func checkSpace(dirs []string, size int64, given string) error {
 		}
 		f.files++
 	}
+	var out []Space
 	for _, f := range order {
-		if need := f.files * (size + size/10 + 64<<20); f.free < need {
+		need := f.files * (size + size/10 + 64<<20)
+		out = append(out, Space{Dir: f.dir, Need: need, Free: f.free})
+		if f.free < need {
 			most := max((f.free/f.files-64<<20)*10/11, 0) / (1 << 20) * (1 << 20)
 			if most >= 1<<30 {
 				most = most / (1 << 30) * (1 << 30)
@@ -633,11 +664,12 @@ func checkSpace(dirs []string, size int64, given string) error {
 			if f.files > 1 {
 				what = fmt.Sprintf("a %s file (size=%s) on the host and one in each container's own file system (storage=container), both on this file system, need", human(size), given)
 			}
-			return fmt.Errorf("fio: %w: %s %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
-				ErrNoSpace, what, human(need), f.dir, human(f.free), fioSize(most))
+			return nil, &SpaceError{Dir: f.dir, Need: need, Free: f.free,
+				msg: fmt.Sprintf("fio: %v: %s %s free under %s, only %s left: set size to at most %s, or point $TMPDIR (Docker's data root for storage=container) at a bigger disk",
+					ErrNoSpace, what, human(need), f.dir, human(f.free), fioSize(most))}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // human formats a byte count for messages: GiB with one decimal, or MiB.

@@ -172,15 +172,24 @@ func TestCheckSpace(t *testing.T) {
 		{"not twice", []string{dir, filepath.Join(dir, ".")}, half, "x", []string{"one in each container's own file system", "set size to at most"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkSpace(tc.dirs, tc.size, tc.given)
+			space, err := checkSpace(tc.dirs, tc.size, tc.given)
 			if tc.want == nil {
 				if err != nil {
 					t.Errorf("%v", err)
 				}
+				// What it needs is said also when it fits: one file
+				// system, the file and its margin.
+				if tc.name != "missing dir" && (len(space) != 1 || space[0].Need < tc.size || space[0].Free < space[0].Need) {
+					t.Errorf("space %+v for a %d-byte file", space, tc.size)
+				}
 				return
 			}
-			if !errors.Is(err, ErrNoSpace) {
+			var se *SpaceError
+			if !errors.Is(err, ErrNoSpace) || !errors.As(err, &se) {
 				t.Fatalf("got %v, want ErrNoSpace", err)
+			}
+			if se.Need <= se.Free || se.Dir != dir {
+				t.Errorf("%+v: want the need above the free space, under %s", se, dir)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

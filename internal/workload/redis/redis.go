@@ -124,6 +124,9 @@ func (in *Instance) spec() platform.Spec {
 	return platform.Spec{
 		Name:  "redis",
 		Ports: []string{"redis"},
+		// Debian's redis-server package made the user; the server needs no
+		// root, and natively a password-less server must not have it.
+		User: "redis",
 		Command: func(l platform.Listen) []string {
 			return []string{"redis-server", "--bind", l.Host, "--port", strconv.Itoa(l.Port("redis")),
 				"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", l.Dir,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,7 +17,10 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/redisproto"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -284,5 +288,60 @@ func TestPreloadRealServer(t *testing.T) {
 	}
 	if line, _ := resp(t, r, c, "EXISTS", "key:000000010000"); line != ":0" {
 		t.Errorf("EXISTS key:000000010000 = %q, want :0 (one past the last key)", line)
+	}
+}
+
+// TestNativeServerUnprivileged: natively the password-less server runs as
+// the redis user, not as root.
+func TestNativeServerUnprivileged(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("starts redis-server as root would (root only)")
+	}
+	u, err := user.Lookup("redis")
+	if err != nil {
+		t.Skipf("no redis user (install redis-server): %v", err)
+	}
+	// Temp dirs in /tmp, as in a run: the redis user must reach them.
+	run := runid.New()
+	env := platform.Env{Run: run, LogDir: t.TempDir()}
+	p, err := native.New("native", env, state.Dir{Root: t.TempDir()}, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	in := &Instance{clients: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := p.Start(ctx, "t0", in.spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	if err := redisproto.WaitReady(ctx, srv.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The wrappers (cgroup shell, setpriv) exec, so the group leader is
+	// the server. (redis-server rewrites its environment with its title, so
+	// /proc/PID/environ no longer names the run.)
+	var pid int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(srv.Describe(), "host process pid "), "%d", &pid); err != nil {
+		t.Fatalf("no pid in %q", srv.Describe())
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if strings.TrimSpace(string(comm)) != "redis-server" {
+		t.Fatalf("process %d is %q, not redis-server", pid, comm)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	found := false
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "Uid:" {
+			found = true
+			if f[1] != u.Uid || f[2] != u.Uid {
+				t.Errorf("redis-server %d runs as uid %s/%s, want redis (%s)", pid, f[1], f[2], u.Uid)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no Uid line in /proc/PID/status")
 	}
 }
