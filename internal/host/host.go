@@ -243,9 +243,9 @@ func (l loopback) Describe() string {
 
 func (l loopback) Detail() string {
 	if l.via.IsValid() {
-		return "on this machine, servers at " + l.via.String() + ", " + l.link
+		return "on this machine, servers on " + l.via.String() + ", " + l.link
 	}
-	return "on this machine, servers at 127.0.0.1"
+	return "on this machine"
 }
 
 func (l loopback) ServerAddr() string {
