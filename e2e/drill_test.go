@@ -29,6 +29,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cgroup"
 	"github.com/nearnative/nearnative/internal/cleanup"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/native"
@@ -302,6 +303,15 @@ func TestDrillCycles(t *testing.T) {
 			run := runid.New()
 			ctx := context.Background()
 			env := platform.Env{Run: run, LogDir: filepath.Join(home, "runs", string(run), "logs"), Image: ref}
+			// The client host a run gives the platform: the run's
+			// namespace, or docker-proxy's loopback.
+			hosts := host.NewHosts(run, host.Setting{Client: host.SettingNetns})
+			defer hosts.Close(ctx)
+			client, err := hosts.For(ctx, platformset.ClientNeed(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.Client = client
 			p, err := platformset.Build(ctx, study.Platform{Name: name, Base: name}, env, dir, engine)
 			if err != nil {
 				t.Fatal(err)
@@ -336,6 +346,9 @@ func TestDrillCycles(t *testing.T) {
 				if err := c.Close(); err != nil {
 					t.Errorf("closing %s: %v", name, err)
 				}
+			}
+			if err := hosts.Close(ctx); err != nil {
+				t.Errorf("closing the client host: %v", err)
 			}
 			leaked := holding(t, sw, run)
 			if len(leaked) > 0 {

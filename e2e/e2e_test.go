@@ -181,6 +181,36 @@ func leftovers(t *testing.T, run runid.ID) []string {
 	for _, d := range dirs {
 		out = append(out, "temp dir "+d)
 	}
+	return append(out, networkLeftovers(run)...)
+}
+
+// networkLeftovers describes the network objects of run still on the
+// machine: its client host's namespace (named nn-<short>-...), links and
+// iptables rules labelled with it. A namespace's routes go with it.
+func networkLeftovers(run runid.ID) []string {
+	var out []string
+	label := runid.Label + "=" + string(run)
+	lines := func(argv ...string) []string {
+		b, _ := exec.Command(argv[0], argv[1:]...).Output()
+		return strings.Split(string(b), "\n")
+	}
+	for _, l := range lines("ip", "netns", "list") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], runid.Prefix+run.Short()+"-") {
+			if lo, _ := exec.Command("ip", "-n", f[0], "-d", "link", "show", "dev", "lo").Output(); bytes.Contains(lo, []byte(label)) {
+				out = append(out, "network namespace "+f[0])
+			}
+		}
+	}
+	for _, l := range lines("ip", "-o", "link", "show") {
+		if strings.Contains(l, "alias "+label) {
+			out = append(out, "link "+strings.Fields(l)[1])
+		}
+	}
+	for _, l := range lines("iptables-save") {
+		if strings.Contains(l, label) {
+			out = append(out, "iptables rule "+l)
+		}
+	}
 	return out
 }
 
@@ -254,7 +284,8 @@ workloads:
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"ops_per_sec (ops/s, higher is better)", "cpu_us_per_op (us, lower is better)", "docker-proxy", "baseline"} {
+	for _, want := range []string{"ops_per_sec (ops/s, higher is better)", "cpu_us_per_op (us, lower is better)", "docker-proxy", "baseline",
+		"client: netns veth MTU 1500 (docker-bridge, docker-host, docker-nat, native); host loopback (docker-proxy)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -358,6 +389,9 @@ workloads:
 	if left := leftovers(t, id); len(left) == 0 {
 		t.Fatal("nothing left after SIGKILL: the test did not kill mid-trial")
 	}
+	if left := networkLeftovers(id); len(left) == 0 {
+		t.Fatal("no client host left after SIGKILL: the run made none, or the test cannot see it")
+	}
 	// Only this run: other packages' integration tests run at the same time
 	// and their resources are not ours to sweep.
 	out, errOut, code := e.run("cleanup", string(id))
@@ -457,6 +491,9 @@ func TestBadInput(t *testing.T) {
 	fewRounds := e.studyFile("name: bad\nrounds: 3\nplatforms: [native]\nworkloads:\n  - workload: redis\n")
 	unknownKey := e.studyFile("name: bad\nrounds: 3\nplatfroms: [native]\n")
 	unknownPlat := e.studyFile("name: bad\nplatforms: [native, docker-natt]\nworkloads: [{workload: redis}]\n")
+	badMTU := e.studyFile("name: bad\nclient: netns\nclient_mtu: 100000\nplatforms: [native]\nworkloads: [{workload: redis}]\n")
+	// docker0's subnet is routed on every machine the tests run on.
+	taken := e.studyFile("name: bad\nclient_subnet: 172.17.0.0/30\nplatforms: [native]\nworkloads: [{workload: redis}]\n")
 	cases := []struct {
 		name string
 		args []string
@@ -474,6 +511,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown platform flag", []string{"run", "redis", "--quick", "--platforms", "native,vmware"}, 2, []string{"vmware"}},
 		{"no verdict possible", []string{"run", fewRounds}, 2, []string{fewRounds + ":2:", "min_pairs: 5 is above rounds (3)"}},
 		{"rounds below min_pairs", []string{"run", "redis", "--rounds", "4"}, 2, []string{"--rounds 4", "min_pairs (5)"}},
+		{"client_mtu out of range", []string{"run", badMTU}, 2, []string{badMTU + ":3:", "client_mtu 100000: want 576 to 65535"}},
+		{"unknown client", []string{"run", "redis", "--quick", "--client", "vm"}, 2, []string{`--client "vm": want netns or host`}},
+		{"client subnet taken", []string{"run", taken, "--no-wait"}, 2, []string{"client_subnet 172.17.0.0/30 collides with this machine's routes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,8 @@ PACKAGES=(
   # (the VM guest kernel is not installed: vm-kernel.sh below unpacks it)
   docker.io qemu-system-x86 qemu-utils kmod debootstrap
   iproute2 iptables bridge-utils openvswitch-switch
+  # capturing a client host's link when a latency needs explaining (BENCH.md)
+  tcpdump
   # the local Kubernetes node (`nearnative cluster up`, not run by setup): a
   # private containerd with CRI, the CNI plugins, nft to remove empty tables
   containerd runc containernetworking-plugins nftables

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
@@ -133,8 +134,8 @@ func pgMajor(bin string) float64 {
 }
 
 // PostgresSpec is the database server: postgres on the data directory,
-// listening on TCP only, with password authentication (pg_hba.conf from the
-// embedded files, kept outside the data directory).
+// listening on TCP only, with password authentication (pg_hba.conf written
+// for the platform's subnets, kept outside the data directory).
 func PostgresSpec(name string, s PostgresSettings) (platform.Spec, error) {
 	if err := s.Validate(); err != nil {
 		return platform.Spec{}, err
@@ -148,7 +149,11 @@ func PostgresSpec(name string, s PostgresSettings) (platform.Spec, error) {
 		Ports:   []string{PortPostgres},
 		User:    s.User,
 		Volumes: s.Volumes,
-		Files:   []platform.File{{Path: "pg_hba.conf", Content: readFile("postgres/pg_hba.conf")}},
+		// Password authentication from the subnets the run's clients and
+		// peers come from on the platform, nothing else.
+		Render: func(l platform.Listen) []platform.File {
+			return []platform.File{{Path: "pg_hba.conf", Content: pgserver.HBA(l, "scram-sha-256")}}
+		},
 		Command: func(l platform.Listen) []string {
 			set := func(k, v string) []string { return []string{"-c", k + "=" + v} }
 			argv := []string{path.Join(s.BinDir, "postgres"), "-D", s.DataDir}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"flag"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,11 @@ func listen(spec platform.Spec, host, dir string) platform.Listen {
 
 func file(t *testing.T, spec platform.Spec, path string) platform.File {
 	t.Helper()
-	for _, f := range spec.Files {
+	l := platform.Listen{Ports: map[string]int{}, Dir: platform.ContainerDir, From: []netip.Prefix{netip.MustParsePrefix("10.214.3.0/30")}}
+	for _, p := range spec.Ports {
+		l.Ports[p] = 1
+	}
+	for _, f := range spec.FilesFor(l) {
 		if f.Path == path {
 			return f
 		}
@@ -94,7 +99,8 @@ func TestPostgresSpec(t *testing.T) {
 			t.Errorf("command %q lacks %q", argv, want)
 		}
 	}
-	if hba := string(file(t, spec, "pg_hba.conf").Content); !strings.Contains(hba, "scram-sha-256") || strings.Contains(hba, "trust") {
+	if hba := string(file(t, spec, "pg_hba.conf").Content); !strings.Contains(hba, "host all all 10.214.3.0/30 scram-sha-256") ||
+		strings.Contains(hba, "trust") || strings.Contains(hba, "0.0.0.0/0") {
 		t.Errorf("pg_hba.conf:\n%s", hba)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/fcgi"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -310,8 +311,8 @@ func TestSpecsGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			argv := spec.Command(l)
 			files := spec.Render(l)
-			if len(files) != 1 {
-				t.Fatalf("%d rendered files, want the configuration alone: %+v", len(files), files)
+			if n := len(files); n != 1 && (name != "mariadb" || n != 2 || files[1].Path != "grants.sql") {
+				t.Fatalf("%d rendered files, want the configuration alone (and the serving MariaDB's grants): %+v", len(files), files)
 			}
 			f := files[0]
 			got := fmt.Sprintf("# %s\n# exec %s\n%s", path.Join(l.Dir, f.Path), strings.Join(argv, " "), f.Content)
@@ -413,5 +414,18 @@ func TestShutdownBadPidFile(t *testing.T) {
 	os.WriteFile(p, []byte("garbage"), 0o644)
 	if err := shutdown(context.Background(), p, time.Second); err == nil || !strings.Contains(err.Error(), "not a process id") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestGrantsSQL(t *testing.T) {
+	got := GrantsSQL([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.214.3.0/30")})
+	for _, want := range []string{
+		"CREATE USER IF NOT EXISTS 'olio'@'127.0.0.0/255.0.0.0' IDENTIFIED BY 'olio';",
+		"GRANT ALL PRIVILEGES ON olio.* TO 'olio'@'10.214.3.0/255.255.255.252';",
+		"DROP USER IF EXISTS 'olio'@'%';",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("grants lack %q:\n%s", want, got)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -127,11 +128,15 @@ func mariadbSpec(s MariaDBSettings, load bool, pidFile string) (platform.Spec, e
 		spec.Files = append(spec.Files, platform.File{Path: "init.sql", Content: []byte(initSQL)})
 	}
 	spec.Render = func(l platform.Listen) []platform.File {
-		return []platform.File{{Path: "my.cnf", Content: mustRender("conf/my.cnf.tmpl", map[string]any{
+		files := []platform.File{{Path: "my.cnf", Content: mustRender("conf/my.cnf.tmpl", map[string]any{
 			"DataDir": s.DataDir, "Host": l.Host, "Port": l.Port(PortMySQL), "Dir": l.Dir,
 			"MaxConnections": s.MaxConnections, "BufferPool": s.BufferPool, "LogFileSize": logFileSize,
 			"FlushLogAtCommit": s.FlushLogAtCommit, "Load": load,
 		})}}
+		if !load {
+			files = append(files, platform.File{Path: "grants.sql", Content: []byte(GrantsSQL(l.AllowedFrom()))})
+		}
+		return files
 	}
 	spec.Command = func(l platform.Listen) []string {
 		argv := []string{"mariadbd", "--defaults-file=" + path.Join(l.Dir, "my.cnf")}
@@ -143,9 +148,30 @@ func mariadbSpec(s MariaDBSettings, load bool, pidFile string) (platform.Spec, e
 	return spec, nil
 }
 
+// GrantsSQL grants the application's user its database from the given
+// subnets only (MariaDB's address/netmask host form), and drops the
+// any-host account the template was loaded with: a serving server runs it
+// at every start (init_file), with the subnets its platform says its
+// clients and peers come from.
+func GrantsSQL(from []netip.Prefix) string {
+	var b strings.Builder
+	for _, p := range from {
+		if !p.Addr().Is4() {
+			continue
+		}
+		m := net.CIDRMask(p.Bits(), 32)
+		h := fmt.Sprintf("%s/%d.%d.%d.%d", p.Masked().Addr(), m[0], m[1], m[2], m[3])
+		fmt.Fprintf(&b, "CREATE USER IF NOT EXISTS '%[1]s'@'%[2]s' IDENTIFIED BY '%[3]s';\nGRANT ALL PRIVILEGES ON %[4]s.* TO '%[1]s'@'%[2]s';\n",
+			DBUser, h, DBPassword, DBName)
+	}
+	fmt.Fprintf(&b, "DROP USER IF EXISTS '%s'@'%%';\n", DBUser)
+	return b.String()
+}
+
 // initSQL creates the application's database and user when the loader's
-// server starts (init_file). Grants are to any host: the web tier reaches
-// the database from a container or guest address.
+// server starts (init_file), to any host: the loader runs natively, the
+// template is copied to every platform, and each serving server narrows the
+// grant to its platform's subnets (GrantsSQL).
 var initSQL = fmt.Sprintf(`CREATE DATABASE IF NOT EXISTS %[1]s CHARACTER SET utf8mb4;
 CREATE USER IF NOT EXISTS '%[2]s'@'%%' IDENTIFIED BY '%[3]s';
 GRANT ALL PRIVILEGES ON %[1]s.* TO '%[2]s'@'%%';

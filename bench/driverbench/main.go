@@ -193,7 +193,7 @@ func heyPaced(ctx context.Context, o options, id runid.ID, url string, rate floa
 	q := rate / float64(o.conns)
 	argv := []string{"hey", "-z", o.duration.String(), "-c", strconv.Itoa(o.conns), "-q", strconv.FormatFloat(q, 'f', -1, 64),
 		"-disable-compression", "-o", "csv", url}
-	cr, err := workload.RunClient(ctx, id, o.raw, fmt.Sprintf("hey-%.0f-%d.csv", rate, rep), argv)
+	cr, err := workload.RunClientOn(ctx, nil, id, o.raw, fmt.Sprintf("hey-%.0f-%d.csv", rate, rep), argv, nil)
 	if err != nil {
 		return pcts{}, 0, 0, err
 	}
@@ -251,7 +251,7 @@ func fullSpeed(ctx context.Context, o options, id runid.ID, url string) error {
 	tools := []tool{
 		{"wrk -t2 (C, closed loop)", func(rep int) (int64, time.Duration, time.Duration, error) {
 			argv := []string{"wrk", "-t2", "-c" + strconv.Itoa(o.conns), "-d" + strconv.Itoa(int(o.duration.Seconds())) + "s", url}
-			cr, err := workload.RunClient(ctx, id, o.raw, fmt.Sprintf("wrk-%d.txt", rep), argv)
+			cr, err := workload.RunClientOn(ctx, nil, id, o.raw, fmt.Sprintf("wrk-%d.txt", rep), argv, nil)
 			if err != nil {
 				return 0, 0, 0, err
 			}
@@ -264,7 +264,7 @@ func fullSpeed(ctx context.Context, o options, id runid.ID, url string) error {
 		}},
 		{"hey (Go net/http, closed loop)", func(rep int) (int64, time.Duration, time.Duration, error) {
 			argv := []string{"hey", "-z", o.duration.String(), "-c", strconv.Itoa(o.conns), "-disable-compression", url}
-			cr, err := workload.RunClient(ctx, id, o.raw, fmt.Sprintf("hey-full-%d.txt", rep), argv)
+			cr, err := workload.RunClientOn(ctx, nil, id, o.raw, fmt.Sprintf("hey-full-%d.txt", rep), argv, nil)
 			if err != nil {
 				return 0, 0, 0, err
 			}

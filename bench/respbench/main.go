@@ -218,7 +218,7 @@ func benchmark(ctx context.Context, o options, addr, cmd string, rep int) (float
 	if o.clientCPU != "" {
 		argv = append([]string{"taskset", "-c", o.clientCPU}, argv...)
 	}
-	cr, err := workload.RunClient(ctx, o.id, o.raw, fmt.Sprintf("redis-benchmark-%s-%d.csv", cmd, rep), argv)
+	cr, err := workload.RunClientOn(ctx, nil, o.id, o.raw, fmt.Sprintf("redis-benchmark-%s-%d.csv", cmd, rep), argv, nil)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/store"
@@ -90,7 +91,8 @@ func (a *app) openStore(ctx context.Context) (store.Store, error) {
 // ExitCode is the process exit code for err, decided by the error's type,
 // never by its text: an *ExitError's own code; an interrupted run or a
 // cancelled context 130; bad input (a study file's *study.Error, a run
-// reference that matches nothing, engine.ErrConfig) 2; something this
+// reference that matches nothing, engine.ErrConfig, a client host setting
+// this machine refuses, host.ErrSetting) 2; something this
 // machine lacks (platform.ErrUnavailable, the measuring lock held with
 // --no-wait, a result store that failed, engine.ErrStore) 3; anything else, I/O and system errors included, 1.
 func ExitCode(err error) int {
@@ -106,7 +108,8 @@ func ExitCode(err error) int {
 		return ee.Code
 	case errors.Is(err, engine.ErrInterrupted), errors.Is(err, context.Canceled):
 		return ExitInterrupted
-	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig):
+	case errors.As(err, &se), errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrAmbiguous), errors.Is(err, engine.ErrConfig),
+		errors.Is(err, host.ErrSetting):
 		return ExitBadInput
 	case errors.Is(err, platform.ErrUnavailable), errors.As(err, &busy), errors.Is(err, engine.ErrStore):
 		return ExitUnavailable

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/native"
@@ -43,6 +44,7 @@ type runFlags struct {
 	skipUnavailable bool
 	image           string
 	noWait          bool
+	client          string
 	workloads       string
 	set             []string
 	quiet, verbose  bool
@@ -110,6 +112,7 @@ nothing (-q); the table goes to standard output, or to standard error when
 	fl.BoolVar(&f.skipUnavailable, "skip-unavailable", false, "run the other platforms when some cannot run here")
 	fl.StringVar(&f.image, "image", "", "workload image for container platforms (default: the locally built one)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
+	fl.StringVar(&f.client, "client", "", "where the load runs: netns (a network namespace of its own, over a veth; the default) or host (this machine, over loopback)")
 	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
 	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
@@ -152,7 +155,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		if err != nil {
 			return withCode(ExitBadInput, err)
 		}
-		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed}
+		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed, Client: f.client}
 		if f.platforms != "" {
 			o.Platforms = strings.Split(f.platforms, ",")
 		}
@@ -193,6 +196,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
+	client := func(s *study.Study) host.Setting { return s.ClientSetting() }
 	if f.resume != "" {
 		// A resumed run keeps the platforms and the image it started with.
 		r, err := db.Run(ctx, f.resume)
@@ -204,6 +208,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 			return fmt.Errorf("stored study of run %s: %w", r.ID, err)
 		}
 		platforms = func(*study.Study) []study.Platform { return stored.Platforms }
+		client = func(*study.Study) host.Setting { return stored.ClientSetting() }
 		var env struct {
 			Extra map[string]string `json:"extra"`
 		}
@@ -222,7 +227,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		// VMs are built from the container image too.
 		needsImage = needsImage || p.Base != platform.Native
 	}
-	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable}
+	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: client(st)}
 	imageRef := ""
 	var envDocker map[string]string
 	if needsImage {
@@ -265,11 +270,11 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Image: imageRef,
 		Platforms: func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
 			m, closeAll, err := opener.Open(ctx, env, ps)
-			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped}, err
+			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
 		},
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
 		Host: func(env platform.Env) (platform.Platform, error) {
-			return native.New("host", env, a.dir, platform.Options{})
+			return native.Beside("host", env, a.dir)
 		},
 		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap),
 	})
@@ -302,8 +307,8 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 }
 
 func (a *app) checkResumeFlags(f runFlags) (bool, error) {
-	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" || f.workloads != "" || len(f.set) > 0 {
-		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --workloads, --set, --rounds, --quick, --until-ci, --ci-metrics, --trial and --seed"))
+	if f.platforms != "" || f.rounds != 0 || f.quick || f.untilCI != 0 || f.trial != 0 || f.seed != 0 || f.ciMetrics != "" || f.workloads != "" || len(f.set) > 0 || f.client != "" {
+		return false, withCode(ExitBadInput, errors.New("--resume continues a run as it was started: drop --platforms, --workloads, --set, --rounds, --quick, --until-ci, --ci-metrics, --trial, --seed and --client"))
 	}
 	return true, nil
 }
@@ -410,6 +415,9 @@ func notes(trials []store.Trial) []string {
 			case strings.HasPrefix(n, "closed loop") && !seen[t.Workload+" closed"]:
 				seen[t.Workload+" closed"] = true
 				driver = append(driver, fmt.Sprintf("%s: %s", t.Workload, n))
+			case strings.HasPrefix(n, workload.CliffNote) && !seen[t.Workload+t.Platform+" cliff"] && !t.Warmup:
+				seen[t.Workload+t.Platform+" cliff"] = true
+				driver = append(driver, fmt.Sprintf("%s on %s: %s", t.Workload, t.Platform, n))
 			case strings.HasPrefix(n, workload.SizeNote) && !seen[t.Workload+" size"] && !t.Warmup:
 				// the size a workload scaled to this machine, once
 				seen[t.Workload+" size"] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -22,10 +23,21 @@ type Factory interface {
 }
 
 // Behaviour builds a Factory from its parameters, without connecting to
-// anything yet. Behaviours are registered by name, so that a child driver
-// process (the nearnative binary re-executed) can build the same users from
-// a plan that names them.
-type Behaviour func(params map[string]string) (Factory, error)
+// anything yet; its users open every connection with dial (never nil), which
+// opens it on the run's client host. Behaviours are registered by name, so
+// that a child driver process (the nearnative binary re-executed, inside the
+// client host) can build the same users from a plan that names them.
+type Behaviour func(params map[string]string, dial DialFunc) (Factory, error)
+
+// DialFunc opens a connection as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// DefaultDial opens connections from this process's own network namespace
+// (net.Dialer), as child driver processes do inside the client host.
+func DefaultDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
 
 var (
 	regMu     sync.RWMutex
@@ -44,8 +56,18 @@ func Register(name string, b Behaviour) {
 	behaviour[name] = b
 }
 
-// Lookup builds the registered behaviour name with params.
+// Lookup builds the registered behaviour name with params, its users
+// dialing with DefaultDial.
 func Lookup(name string, params map[string]string) (Factory, error) {
+	return LookupDial(name, params, nil)
+}
+
+// LookupDial builds the registered behaviour name with params, its users
+// dialing with dial (nil: DefaultDial).
+func LookupDial(name string, params map[string]string, dial DialFunc) (Factory, error) {
+	if dial == nil {
+		dial = DefaultDial
+	}
 	regMu.RLock()
 	b, ok := behaviour[name]
 	var names []string
@@ -57,7 +79,7 @@ func Lookup(name string, params map[string]string) (Factory, error) {
 		sort.Strings(names)
 		return nil, fmt.Errorf("no driver behaviour named %q (registered: %s)", name, strings.Join(names, ", "))
 	}
-	f, err := b(params)
+	f, err := b(params, dial)
 	if err != nil {
 		return nil, fmt.Errorf("behaviour %s: %w", name, err)
 	}

@@ -70,6 +70,11 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 			}
 			argv = append([]string{"taskset", "-c", set}, argv0...)
 		}
+		if c.Client != nil {
+			// nsenter execs: the child keeps its pid, its death signal
+			// and its rusage.
+			argv = c.Client.Wrap(argv)
+		}
 		cmds[k] = strings.Join(argv, " ")
 		plan, err := json.Marshal(childPlan{Config: c, Index: k, Of: n, T0: t0})
 		if err != nil {

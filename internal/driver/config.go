@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -82,6 +83,19 @@ type Config struct {
 	Limits Limits `json:"limits"`
 	// Run is the run ID child processes carry in their environment.
 	Run runid.ID `json:"run,omitempty"`
+	// Client is where the load runs (nil: this machine): child processes
+	// are started inside it (Client.Wrap), users of this process dial
+	// through it (Client.DialContext). Child processes, already inside,
+	// dial as usual.
+	Client host.Host `json:"-"`
+}
+
+// dial is how this process's users open connections.
+func (c Config) dial() DialFunc {
+	if c.Client == nil {
+		return DefaultDial
+	}
+	return c.Client.DialContext
 }
 
 // Validate checks the run's settings, and that the behaviour is registered

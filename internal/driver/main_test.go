@@ -62,7 +62,7 @@ type sleepFactory struct {
 
 var errSynthetic = errors.New("synthetic failure")
 
-func newSleepFactory(p map[string]string) (Factory, error) {
+func newSleepFactory(p map[string]string, _ DialFunc) (Factory, error) {
 	f := &sleepFactory{}
 	if s := p["sleep"]; s != "" {
 		d, err := time.ParseDuration(s)
@@ -110,7 +110,7 @@ func (f *sleepFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (Use
 // whose stationary mix is home 1/3, browse 1/2, buy 1/6.
 type markovFactory struct{}
 
-func newMarkovFactory(map[string]string) (Factory, error) { return markovFactory{}, nil }
+func newMarkovFactory(map[string]string, DialFunc) (Factory, error) { return markovFactory{}, nil }
 
 var testChain = MarkovSpec{
 	Start: "home",
@@ -134,7 +134,7 @@ func (markovFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (User,
 // long-poll loops would.
 type runnerFactory struct{}
 
-func newRunnerFactory(map[string]string) (Factory, error) { return runnerFactory{}, nil }
+func newRunnerFactory(map[string]string, DialFunc) (Factory, error) { return runnerFactory{}, nil }
 
 func (runnerFactory) Ops() []string { return []string{"poll"} }
 func (runnerFactory) Close() error  { return nil }

@@ -41,7 +41,7 @@ const localStartDelay = 20 * time.Millisecond
 
 // runLocal runs this process's share of the load.
 func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
-	f, err := Lookup(c.Behaviour, c.Params)
+	f, err := LookupDial(c.Behaviour, c.Params, c.dial())
 	if err != nil {
 		return nil, err
 	}

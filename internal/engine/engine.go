@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -50,12 +51,15 @@ const maxConsecutiveFailures = 3
 const finishAfterStoreFailure = 10 * time.Second
 
 // Opened is what a PlatformOpener returns: the platforms that can run here
-// by name, a function that releases them, and the platforms skipped as
-// unavailable with the reason for each.
+// by name, a function that releases them, the platforms skipped as
+// unavailable with the reason for each, and each platform's client host
+// (where its load runs; nil or missing: the platform's clients run inside
+// it).
 type Opened struct {
 	Platforms map[string]platform.Platform
 	Close     func() error
 	Skipped   map[string]string
+	Clients   map[string]host.Host
 }
 
 // PlatformOpener opens the study's platforms for a run.
@@ -95,8 +99,9 @@ type Config struct {
 	// is then ignored and rebuilt from the stored spec.
 	Resume   runid.ID
 	Progress Progress
-	// Host opens this machine's native platform for the topology roles
-	// that run beside the driver; nil leaves workload.Trial.Host nil.
+	// Host opens the native platform for the topology roles that run
+	// beside the driver, on the client host env.Client (once per client
+	// host); nil leaves workload.Trial.Host nil.
 	Host func(env platform.Env) (platform.Platform, error)
 	// NoWait makes the run fail with a *state.BusyError instead of waiting
 	// when another run holds the machine's measuring lock.
@@ -245,22 +250,25 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: name, Text: why})
 		}
 	}
+	for _, u := range host.Uses(opened.Clients) {
+		notes = append(notes, store.RunNote{Kind: store.NoteClient, Subject: strings.Join(u.Platforms, ", "), Text: u.Where})
+	}
 	for _, n := range notes {
 		if err := cfg.Store.AddRunNote(ctx, r.ID, n); err != nil {
 			return out, err
 		}
 	}
 
-	var host platform.Platform
-	if cfg.Host != nil {
-		if host, err = cfg.Host(env); err != nil {
-			return out, err
+	hosts := map[host.Host]platform.Platform{}
+	defer func() {
+		for _, h := range hosts {
+			if c, ok := h.(platform.Closer); ok {
+				c.Close()
+			}
 		}
-		if c, ok := host.(platform.Closer); ok {
-			defer c.Close()
-		}
-	}
-	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, host: host, degraded: map[string]bool{},
+	}()
+	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, clients: opened.Clients,
+		env: env, hosts: hosts, degraded: map[string]bool{},
 		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
 		lastStored: prior.lastRound, spent: prior.spent}
 	if err := e.storeDegradations(ctx); err != nil {
@@ -355,12 +363,16 @@ type runner struct {
 	done      map[unitKey]bool
 	instances map[string]workload.Instance
 	plats     map[string]platform.Platform
-	host      platform.Platform
-	rawDir    string
-	failures  map[string]int  // consecutive failures per unit
-	stopped   map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
-	degraded  map[string]bool // degraded modes already stored, "platform\x00text"
-	spent     time.Duration   // machine time of the run's trials, stored before a resume included
+	clients   map[string]host.Host // by platform; nil: clients inside it
+	env       platform.Env
+	// hosts holds the platform of the roles beside the driver, one per
+	// client host, opened on first use.
+	hosts    map[host.Host]platform.Platform
+	rawDir   string
+	failures map[string]int  // consecutive failures per unit
+	stopped  map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
+	degraded map[string]bool // degraded modes already stored, "platform\x00text"
+	spent    time.Duration   // machine time of the run's trials, stored before a resume included
 	// lastStored is the highest round a resumed run had stored trials in
 	// (-1 for a new run): the stopping rule was already checked, or never
 	// reached, for the rounds before it.
@@ -436,12 +448,20 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	name := fmt.Sprintf("r%02d-%s-%s", round, u.Workload.Name, u.Platform.Name)
 	e.cfg.Progress.TrialStart(round, warm, u)
 	start := time.Now()
+	client := e.clients[u.Platform.Name]
+	beside, err := e.beside(client)
+	if err != nil {
+		return err
+	}
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Round: round, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
 		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
-		Host:  e.host,
+		Host: beside, Client: client,
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
+	if client != nil {
+		res.Where = append(res.Where, "client: "+client.Describe()+" ("+client.Detail()+")")
+	}
 	dur := time.Since(start)
 	e.spent += dur
 	if ctx.Err() != nil {
@@ -502,6 +522,27 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	}
 	e.cfg.Progress.Logf("trial %s failed (recorded, the run goes on): %s", name, t.Error)
 	return nil
+}
+
+// beside returns the platform of the topology roles that run beside the
+// driver on client host c (on this machine's loopback when c is nil),
+// opening it on first use; nil without cfg.Host.
+func (e *runner) beside(c host.Host) (platform.Platform, error) {
+	if e.cfg.Host == nil {
+		return nil, nil
+	}
+	c = host.Or(c)
+	if p, ok := e.hosts[c]; ok {
+		return p, nil
+	}
+	env := e.env
+	env.Client = c
+	p, err := e.cfg.Host(env)
+	if err != nil {
+		return nil, fmt.Errorf("the host beside the driver (%s): %w", c.Describe(), err)
+	}
+	e.hosts[c] = p
+	return p, nil
 }
 
 // keep writes trial t, which the store did not take (serr), to the run's

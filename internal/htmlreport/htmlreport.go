@@ -92,6 +92,8 @@ type view struct {
 	// Method describes the interval; MinPairs is the verdict rule.
 	Method   string
 	MinPairs int
+	// Client says where the load ran and over what.
+	Client string
 	// RunNotes are the run's degraded modes and skipped platforms;
 	// Disturbed is the CPU account's line.
 	RunNotes  []string
@@ -178,6 +180,7 @@ func build(in Input) view {
 	v.Method = report.MethodText(in.Result)
 	v.MinPairs = in.Result.MinPairs
 	v.RunNotes = report.RunNoteLines(in.RunNotes)
+	v.Client = report.ClientLine(in.RunNotes)
 	v.Disturbed = report.DisturbedLine(in.Result)
 	v.Warnings = in.Result.Warnings.Summary()
 	v.AllWarnings = in.Result.Warnings.Texts()

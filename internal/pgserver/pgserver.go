@@ -216,14 +216,20 @@ func (s Settings) Render() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// hba lets every client in with trust: the server listens only on loopback
-// or on a network nearnative made, and the benchmark must not measure
-// password hashing.
-const hba = `# pg_hba.conf written by nearnative: trust, the server is reachable only
-# from this machine (loopback or a network nearnative made).
-host all all 0.0.0.0/0 trust
-host all all ::/0 trust
-`
+// HBA renders a pg_hba.conf letting in, with method (trust here: the
+// benchmark must not measure password hashing; scram-sha-256 for an
+// application's own), the subnets connections come from on the server's
+// platform (l.AllowedFrom: the run's client link, loopback, the containers'
+// or guests' network) and nothing else; the server also listens only on
+// loopback or on a network nearnative made.
+func HBA(l platform.Listen, method string) []byte {
+	var b strings.Builder
+	b.WriteString("# pg_hba.conf written by nearnative: " + method + " from the subnets this run's\n# clients and peers come from on the server's platform, nothing else.\n")
+	for _, p := range l.AllowedFrom() {
+		fmt.Fprintf(&b, "host all all %s %s\n", p, method)
+	}
+	return []byte(b.String())
+}
 
 // Config describes one PostgreSQL server.
 type Config struct {
@@ -301,8 +307,10 @@ func Spec(c Config) (platform.Spec, error) {
 		User:  c.User,
 		Files: []platform.File{
 			{Path: "postgresql.conf", Content: conf},
-			{Path: "pg_hba.conf", Content: []byte(hba)},
 			{Path: "pg_ident.conf", Content: []byte{}},
+		},
+		Render: func(l platform.Listen) []platform.File {
+			return []platform.File{{Path: "pg_hba.conf", Content: HBA(l, "trust")}}
 		},
 		Command: func(l platform.Listen) []string {
 			data := path.Join(l.Dir, "data")

@@ -2,6 +2,7 @@ package pgserver
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,11 +164,21 @@ func TestSpec(t *testing.T) {
 				t.Errorf("volumes %v for data %v", spec.Volumes, tt.data)
 			}
 			var names []string
-			for _, f := range spec.Files {
+			var hba string
+			for _, f := range spec.FilesFor(tt.listen) {
 				names = append(names, f.Path)
+				if f.Path == "pg_hba.conf" {
+					hba = string(f.Content)
+				}
 			}
-			if !reflect.DeepEqual(names, []string{"postgresql.conf", "pg_hba.conf", "pg_ident.conf"}) {
+			if !reflect.DeepEqual(names, []string{"postgresql.conf", "pg_ident.conf", "pg_hba.conf"}) {
 				t.Errorf("files %v", names)
+			}
+			// Without subnets from the platform: loopback and the private
+			// ranges, never everyone.
+			if !strings.Contains(hba, "host all all 127.0.0.0/8 trust") || !strings.Contains(hba, "host all all 10.0.0.0/8 trust") ||
+				strings.Contains(hba, "0.0.0.0/0") || strings.Contains(hba, "::/0") {
+				t.Errorf("pg_hba.conf:\n%s", hba)
 			}
 		})
 	}
@@ -176,6 +187,19 @@ func TestSpec(t *testing.T) {
 	}
 	if _, err := Spec(Config{Settings: Settings{}, BinDir: "/b"}); err == nil {
 		t.Error("zero settings: no error")
+	}
+}
+
+func TestHBANamesThePlatformsSubnets(t *testing.T) {
+	l := platform.Listen{From: platform.Nets(platform.Loopback, netip.MustParsePrefix("10.214.3.0/30"), netip.MustParsePrefix("172.17.0.0/16"))}
+	got := string(HBA(l, "trust"))
+	for _, want := range []string{"host all all 127.0.0.0/8 trust\n", "host all all 10.214.3.0/30 trust\n", "host all all 172.17.0.0/16 trust\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pg_hba.conf lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "host ") != 3 {
+		t.Errorf("pg_hba.conf has other entries:\n%s", got)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package platform defines where a server runs and how a client reaches it:
 // natively, in a Docker container with one of several network paths, or (in
 // later packages) in a VM. A workload describes a server once as a Spec; every
-// platform starts it and returns the address a client on the host should use.
+// platform starts it and returns the address its client host (Env.Client)
+// should use.
 package platform
 
 import (
@@ -11,11 +12,13 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
@@ -63,7 +66,51 @@ type Listen struct {
 	// Natively it is a temp dir labelled with the run; in a container it is
 	// ContainerDir.
 	Dir string
+	// From are the subnets connections to the server come from on this
+	// platform: its client host's (and this machine's probes), loopback,
+	// and the network its peers and the platform's own proxies sit on
+	// (docker0, the guests' bridge). A server's access rules name them
+	// (pg_hba); empty when the platform cannot tell (see AllowedFrom).
+	From []netip.Prefix
 }
+
+// privateNets are the ranges AllowedFrom falls back to: loopback and the
+// private ranges, never an address that routes off a private network.
+var privateNets = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16"),
+}
+
+// AllowedFrom is where a server may accept connections from: l.From, or,
+// when the platform cannot tell (a Kubernetes cluster's pod and service
+// ranges), loopback and the private ranges.
+func (l Listen) AllowedFrom() []netip.Prefix {
+	if len(l.From) > 0 {
+		return l.From
+	}
+	return privateNets
+}
+
+// Nets returns the distinct valid prefixes of ps, masked, in order: a
+// platform's Listen.From.
+func Nets(ps ...netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for _, p := range ps {
+		if !p.IsValid() {
+			continue
+		}
+		p = p.Masked()
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Loopback is 127.0.0.0/8, for Listen.From.
+var Loopback = netip.MustParsePrefix("127.0.0.0/8")
 
 // ContainerDir is Listen.Dir inside containers and guests.
 const ContainerDir = "/nearnative"
@@ -160,7 +207,8 @@ func (s Spec) Validate() error {
 
 // Server is a started server.
 type Server interface {
-	// Addr is host:port a client on the host uses to reach the named port.
+	// Addr is host:port the platform's client host (Env.Client) uses to
+	// reach the named port.
 	Addr(port string) string
 	// Command is the argv as run, for the record.
 	Command() []string
@@ -314,7 +362,16 @@ type Env struct {
 	// Log receives progress lines of long preparations (a VM disk build);
 	// nil discards them.
 	Log io.Writer
+	// Client is where this platform's load runs (nil: on this machine, over
+	// loopback). Servers listen on, or are published on, its ServerAddr and
+	// never on a wildcard or the machine's primary address; a platform whose
+	// servers sit on a subnet of their own (docker0, the guests' bridge,
+	// pods) routes the client there (Client.Route).
+	Client host.Host
 }
+
+// ClientHost is e.Client, or the loopback host when it is nil.
+func (e Env) ClientHost() host.Host { return host.Or(e.Client) }
 
 // Logf writes one progress line to e.Log, if any.
 func (e Env) Logf(format string, args ...any) {
@@ -378,11 +435,11 @@ type Info struct {
 // Builtin lists the built-in platform kinds in display order.
 func Builtin() []Info {
 	return []Info{
-		{Native, "host process in its own process group; client via 127.0.0.1"},
-		{DockerNAT, "container on the default bridge, port published on the host's primary address; client through the iptables DNAT path"},
-		{DockerProxy, "container on the default bridge, port published on 127.0.0.1; client through the userland docker-proxy"},
-		{DockerBridge, "container on the default bridge; client connects to the container's bridge address (veth, no NAT)"},
-		{DockerHost, "container on the host network; client via 127.0.0.1"},
+		{Native, "host process in its own process group, listening on the client host's link (127.0.0.1 with --client host)"},
+		{DockerNAT, "container on the default bridge, port published on the client host's link; client through the iptables DNAT path (PREROUTING from the client's namespace, OUTPUT with --client host)"},
+		{DockerProxy, "container on the default bridge, port published on 127.0.0.1; client on this machine through the userland docker-proxy, whatever --client says"},
+		{DockerBridge, "container on the default bridge; client connects to the container's bridge address (veth, no NAT; routed from the client's namespace)"},
+		{DockerHost, "container on the host network, listening on the client host's link (127.0.0.1 with --client host)"},
 		{DockerNetwork, "container on a user-defined Docker bridge network made for the run; clients in containers reach it by name (embedded DNS)"},
 		{Veth, "container with --network none joined by a veth pair to a Linux bridge made for the run (the pipework way)"},
 		{OVS, "container with --network none joined by a veth pair to an Open vSwitch bridge made for the run (userspace datapath when the kernel has no openvswitch module)"},
@@ -394,7 +451,7 @@ func Builtin() []Info {
 		{K8sPod, "Kubernetes pod from the workload image; client to the pod IP through the CNI"},
 		{K8sService, "Kubernetes pod behind a ClusterIP Service; client to the ClusterIP through kube-proxy"},
 		{K8sNodePort, "Kubernetes pod behind a NodePort Service; client to the node's address and node port through kube-proxy"},
-		{K8sHostNet, "Kubernetes pod on the node's host network (hostNetwork); client via 127.0.0.1"},
+		{K8sHostNet, "Kubernetes pod on the node's host network (hostNetwork), listening on the client host's link (127.0.0.1 with --client host)"},
 		{K8sGuaranteed, "Kubernetes Guaranteed pod (integer CPUs, requests = limits) on a node with the static CPU manager: exclusive cores; client to the pod IP"},
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/nearnative/nearnative/internal/cluster"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/k8s"
@@ -107,6 +108,30 @@ type Opener struct {
 	// NoImage, when set, is why the workload image cannot be used: every
 	// platform that runs it (containers and VMs) is then unavailable.
 	NoImage error
+	// Client is what the run asks of its client hosts (the study's
+	// client, client_mtu and client_subnet).
+	Client host.Setting
+	// Clients maps each opened platform to its client host (nil: the
+	// platform's clients run inside it), filled by Open.
+	Clients map[string]host.Host
+}
+
+// ClientNeed says which client host a platform of kind base needs:
+// docker-proxy measures the userland proxy on 127.0.0.1 and keeps its
+// client on this machine; docker-nat's DNAT path serves no loopback
+// address, so it needs an address of a link nearnative made even under
+// client: host; the inter-container techniques run their clients in
+// containers; every other platform takes the study's setting.
+func ClientNeed(base string) host.Need {
+	switch base {
+	case platform.DockerProxy:
+		return host.LoopbackOnly
+	case platform.DockerNAT:
+		return host.LinkAddress
+	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
+		return host.None
+	}
+	return host.Any
 }
 
 // Unavailable is the error when platforms cannot run here.
@@ -132,17 +157,32 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		}
 		return errors.Join(errs...)
 	}
+	// The client hosts go last: platforms remove their servers first.
+	hosts := host.NewHosts(env.Run, o.Client)
+	closers = append(closers, func() error { return hosts.Close(context.Background()) })
 	eng := &Engine{}
 	closers = append(closers, eng.Close)
 	var unavailable []string
 	skipped := map[string]string{}
+	clients := map[string]host.Host{}
 	for _, sp := range ps {
 		var p platform.Platform
 		var err error
-		if o.NoImage != nil && sp.Base != platform.Native {
+		penv := env
+		penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
+		switch {
+		case errors.Is(err, host.ErrSetting):
+			closeAll()
+			return nil, nil, err
+		case errors.Is(err, host.ErrUnavailable):
+			err = platform.Unavailablef("%w", err)
+		case err != nil:
+			closeAll()
+			return nil, nil, fmt.Errorf("platform %s: %w", sp.Name, err)
+		case o.NoImage != nil && sp.Base != platform.Native:
 			err = platform.Unavailablef("%v", o.NoImage)
-		} else {
-			p, err = Build(ctx, sp, env, o.Dir, eng)
+		default:
+			p, err = Build(ctx, sp, penv, o.Dir, eng)
 		}
 		if err == nil {
 			if c, ok := p.(platform.Checker); ok {
@@ -163,6 +203,7 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 			closers = append(closers, c.Close)
 		}
 		out[sp.Name] = p
+		clients[sp.Name] = penv.Client
 	}
 	if len(unavailable) > 0 {
 		if !o.SkipUnavailable {
@@ -171,6 +212,7 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		}
 		o.Skipped = skipped
 	}
+	o.Clients = clients
 	return out, closeAll, nil
 }
 

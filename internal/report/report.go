@@ -40,10 +40,64 @@ func MethodText(res analysis.Result) string {
 	return strings.Join(parts, "; ")
 }
 
-// RunNoteLines returns one line per stored run note: "degraded: vm: ...".
+// ClientUse is where some platforms of a run ran their load, and over what.
+type ClientUse struct {
+	// Where is the client host: "netns veth MTU 1500", "host loopback".
+	Where string `json:"where"`
+	// Platforms are the platforms whose load ran there; empty means every
+	// platform of the run.
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// LegacyClient is where the load of a run stored without client notes ran:
+// every run before client hosts ran it on this machine over loopback.
+const LegacyClient = "host loopback"
+
+// ClientUses reads the run's client notes (store.NoteClient); a run without
+// any ran its load on this machine over loopback.
+func ClientUses(notes []store.RunNote) []ClientUse {
+	var out []ClientUse
+	for _, n := range notes {
+		if n.Kind != store.NoteClient {
+			continue
+		}
+		u := ClientUse{Where: n.Text}
+		for _, p := range strings.Split(n.Subject, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				u.Platforms = append(u.Platforms, p)
+			}
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		out = []ClientUse{{Where: LegacyClient}}
+	}
+	return out
+}
+
+// ClientLine says in one line where the run's load ran and over what:
+// "client: netns veth MTU 1500 (native, docker-nat); host loopback
+// (docker-proxy)".
+func ClientLine(notes []store.RunNote) string {
+	var parts []string
+	for _, u := range ClientUses(notes) {
+		p := u.Where
+		if len(u.Platforms) > 0 {
+			p += " (" + strings.Join(u.Platforms, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return "client: " + strings.Join(parts, "; ")
+}
+
+// RunNoteLines returns one line per stored run note: "degraded: vm: ...";
+// the client notes are ClientLine's.
 func RunNoteLines(notes []store.RunNote) []string {
 	var out []string
 	for _, n := range notes {
+		if n.Kind == store.NoteClient {
+			continue
+		}
 		line := n.Kind + ": "
 		if n.Subject != "" {
 			line += n.Subject + ": "
@@ -78,6 +132,7 @@ func Text(w io.Writer, h Header, res analysis.Result) error {
 	}
 	fmt.Fprintf(w, "\n%d counted round(s); ratio = platform mean / baseline mean; n = pairs of trials behind it; 95%% CI: %s; ~ = CI includes 1; no verdict from n < %d\n",
 		res.Rounds, MethodText(res), res.MinPairs)
+	fmt.Fprintln(w, ClientLine(h.RunNotes))
 	for _, l := range RunNoteLines(h.RunNotes) {
 		fmt.Fprintln(w, l)
 	}
@@ -319,6 +374,8 @@ type JSONDoc struct {
 	Rounds      int             `json:"rounds"`
 	MinPairs    int             `json:"min_pairs"`
 	Environment json.RawMessage `json:"environment"`
+	// Client says where the load ran and over what, per platform.
+	Client []ClientUse `json:"client"`
 	// Degraded and Skipped are the run's stored notes of those kinds,
 	// RunWarnings the others.
 	Degraded    []string `json:"degraded"`
@@ -371,7 +428,7 @@ func BuildJSON(h Header, res analysis.Result) JSONDoc {
 	}
 	doc := JSONDoc{RunID: string(h.Run.ID), Study: h.Run.Study, Baseline: res.Baseline, Status: h.Run.Status,
 		StopReason: h.StopReason, Seed: h.Run.Seed, Rounds: res.Rounds, MinPairs: res.MinPairs, Environment: env,
-		Degraded: []string{}, Skipped: []string{},
+		Client: ClientUses(h.RunNotes), Degraded: []string{}, Skipped: []string{},
 		Warnings: append([]string{}, res.Warnings.Summary()...), AllWarnings: append(analysis.Warnings{}, res.Warnings...),
 		CountedTrials: res.Counted, DisturbedTrials: len(res.Disturbed), OutsideCPUMax: res.OutsideCPUMax,
 		Results: []JSONRow{}, Diagnostics: []JSONRow{}}
@@ -381,6 +438,7 @@ func BuildJSON(h Header, res analysis.Result) JSONDoc {
 			text = n.Subject + ": " + text
 		}
 		switch n.Kind {
+		case store.NoteClient:
 		case store.NoteDegraded:
 			doc.Degraded = append(doc.Degraded, text)
 		case store.NoteSkipped:

@@ -167,3 +167,21 @@ func TestWarningsList(t *testing.T) {
 		t.Errorf("%d lines for %d warnings (%d kinds):\n%s", len(lines), len(res.Warnings), len(res.Warnings.Summary()), b.String())
 	}
 }
+
+func TestClientLine(t *testing.T) {
+	notes := []store.RunNote{
+		{Kind: store.NoteClient, Subject: "docker-bridge, docker-nat, native", Text: "netns veth MTU 1500"},
+		{Kind: store.NoteSkipped, Subject: "vm", Text: "no KVM"},
+		{Kind: store.NoteClient, Subject: "docker-proxy", Text: "host loopback"},
+	}
+	if got, want := ClientLine(notes), "client: netns veth MTU 1500 (docker-bridge, docker-nat, native); host loopback (docker-proxy)"; got != want {
+		t.Errorf("ClientLine = %q, want %q", got, want)
+	}
+	if got := RunNoteLines(notes); len(got) != 1 || got[0] != "skipped: vm: no KVM" {
+		t.Errorf("RunNoteLines = %q: the client notes belong to ClientLine", got)
+	}
+	// A run stored before client hosts ran its load over loopback.
+	if got := ClientLine(notes[1:2]); got != "client: host loopback" {
+		t.Errorf("ClientLine of a run without client notes = %q", got)
+	}
+}

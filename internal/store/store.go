@@ -78,12 +78,17 @@ const (
 	// NoteWarning is any other condition of the run a reader must know (an
 	// environment fact that could not be captured).
 	NoteWarning = "warning"
+	// NoteClient says where the load ran and over what for the platforms
+	// it names (Subject: "native, docker-nat"; Text: "netns veth MTU
+	// 1500"). A run without one ran its load on this machine over
+	// loopback (every run stored before client hosts existed).
+	NoteClient = "client"
 )
 
 // RunNote is something about a run as a whole that its tables must say: a
 // degraded mode, a skipped platform. Notes are stored once each.
 type RunNote struct {
-	Kind    string // NoteDegraded, NoteSkipped or NoteWarning
+	Kind    string // NoteDegraded, NoteSkipped, NoteWarning or NoteClient
 	Subject string // the platform it concerns, or "" for the run
 	Text    string
 }

@@ -15,6 +15,9 @@
 //	seed: 0                      # 0: chosen at run time and recorded
 //	min_pairs: 5                 # no verdict from fewer pairs (2..rounds)
 //	outside_cpu_max: 5           # % of a core other processes may use before a trial counts as disturbed
+//	client: netns                # where the load runs: netns (a namespace of its own, over a veth) or host (loopback)
+//	client_mtu: 1500             # the netns client's link MTU, 576..65535
+//	client_subnet: 10.214.7.0/30 # the netns client's link; default: a free /30 of 10.214.0.0/16
 //	until_ci: 0                  # percent; > 0: add rounds until every CI half-width <= this
 //	max_rounds: 40               # cap for until_ci
 //	max_time: 1h                 # cap for until_ci
@@ -44,6 +47,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -67,6 +71,10 @@ const (
 	DefaultOrder     = OrderRandom
 	DefaultMaxRounds = 40
 	DefaultMaxTime   = time.Hour
+	// DefaultClient is where a study file's load runs when it does not
+	// say: a network namespace of its own, reached over a veth, as the
+	// seeds' clients reached servers through a NIC.
+	DefaultClient = host.SettingNetns
 	// DefaultMinPairs and DefaultOutsideCPUMax are the verdict rule's and
 	// the CPU account's defaults.
 	DefaultMinPairs      = stats.DefaultMinPairs
@@ -152,6 +160,15 @@ type Study struct {
 	// run may use during a trial's load before the trial is marked
 	// disturbed.
 	OutsideCPUMax float64
+	// Client is where the load runs: host.SettingNetns or
+	// host.SettingHost. Empty is host: a study built in code, or a run
+	// stored before client hosts existed (Load sets DefaultClient for a
+	// study file that does not say).
+	Client string
+	// ClientMTU is the netns client's link MTU (0: host.DefaultMTU), and
+	// ClientSubnet its subnet ("": a free /30 of host.Pool).
+	ClientMTU    int
+	ClientSubnet string
 	// UntilCI, when > 0, asks for rounds to be added until every ratio's 95%
 	// confidence-interval half-width is at most this many percent, capped by
 	// MaxRounds and MaxTime.
@@ -192,6 +209,15 @@ func New(name string) *Study {
 
 		OutsideCPUMax: DefaultOutsideCPUMax,
 	}
+}
+
+// ClientSetting is what the study asks of its client host.
+func (s *Study) ClientSetting() host.Setting {
+	set := host.Setting{Client: s.Client, MTU: s.ClientMTU}
+	if s.ClientSubnet != "" {
+		set.Subnet, _ = host.ParseSubnet(s.ClientSubnet) // validated
+	}
+	return set
 }
 
 // Unit is one cell of a study: a workload on a platform. A round runs every
@@ -346,6 +372,9 @@ func parseFile(data []byte, filename string, reg *workload.Registry) (*Study, er
 	s, err := Parse(data, filename, reg)
 	if err != nil {
 		return nil, err
+	}
+	if s.Client == "" {
+		s.Client = DefaultClient
 	}
 	names := s.PlatformNames()
 	for i, w := range s.Workloads {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -249,7 +250,7 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown top-level key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nfoo: 2\ntrial") },
-			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
+			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
 		{"unknown platform key", func(t *testing.T) string { return edit(t, "base: native,", "base: native, foo: 1,") },
 			`t.yaml:15: unknown key "foo" in platforms[2] (known: name, base, options)`},
 		{"unknown option", func(t *testing.T) string { return edit(t, "cpus: 0.8", "cpu: 0.8") },
@@ -303,6 +304,16 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:9: min_pairs: 1 is below the minimum 2 (an interval needs two pairs)`},
 		{"outside_cpu_max zero", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\noutside_cpu_max: 0\n") },
 			`t.yaml:9: outside_cpu_max: 0 is not a positive percentage of one core (default 5)`},
+		{"client unknown", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nclient: vm\n") },
+			`t.yaml:9: client "vm": want netns or host`},
+		{"client_mtu too small", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nclient: netns\nclient_mtu: 500\n") },
+			`t.yaml:10: client_mtu 500: want 576 to 65535 (1500 is Ethernet's, 9000 jumbo frames)`},
+		{"client_mtu too large", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nclient_mtu: 70000\n") },
+			`t.yaml:9: client_mtu 70000: want 576 to 65535 (1500 is Ethernet's, 9000 jumbo frames)`},
+		{"client_subnet public", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nclient_subnet: 8.8.8.0/30\n") },
+			`t.yaml:9: client_subnet 8.8.8.0/30: want a private IPv4 subnet of /24 to /30 (e.g. 10.214.7.0/30)`},
+		{"client_subnet not a subnet", func(t *testing.T) string { return edit(t, "seed: 0\n", "seed: 0\nclient_subnet: here\n") },
+			`t.yaml:9: client_subnet "here": want a subnet such as 10.214.7.0/30`},
 		{"vcpus out of range", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-big, base: vm, options: {vcpus: 300}}\n")
 		}, `t.yaml:15: platforms[2].options: vcpus 300: want 1 to 255`},
@@ -389,7 +400,7 @@ func TestParseErrors(t *testing.T) {
 		{"list item in a mapping", func(t *testing.T) string { return "name: t\n- native\n" },
 			`t.yaml:2: invalid YAML: did not find expected key`},
 		{"not a mapping", func(t *testing.T) string { return "- native\n- docker-nat\n" },
-			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
+			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
 		{"empty", func(t *testing.T) string { return "# nothing\n" },
 			`t.yaml:1: the study file is empty`},
 		{"two documents", func(t *testing.T) string { return base + "---\nname: u\n" },
@@ -724,6 +735,7 @@ order: random
 seed: 12345
 min_pairs: 5
 outside_cpu_max: 5
+client: netns
 until_ci: 0
 until_ci_metrics: [ops_per_sec]
 max_rounds: 40
@@ -758,5 +770,52 @@ func TestFormatDuration(t *testing.T) {
 		if back, err := time.ParseDuration(formatDuration(d)); err != nil || back != d {
 			t.Errorf("formatDuration(%v) does not parse back: %v %v", d, back, err)
 		}
+	}
+}
+
+func TestClientSetting(t *testing.T) {
+	reg := testRegistry()
+	// A study file that does not say runs its load from a namespace.
+	s, err := Load("cost", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ClientSetting(); got.Kind() != host.Netns || got.MTUOrDefault() != host.DefaultMTU {
+		t.Fatalf("a study file without client: %+v, want netns, MTU %d", got, host.DefaultMTU)
+	}
+	if err := s.Apply(Overrides{Client: host.SettingHost}, reg); err != nil {
+		t.Fatal(err)
+	}
+	if s.Client != host.SettingHost {
+		t.Fatalf("--client host: client %q", s.Client)
+	}
+	if err := s.Apply(Overrides{Client: "vm"}, reg); err == nil || !strings.Contains(err.Error(), `--client "vm": want netns or host`) {
+		t.Fatalf("--client vm: %v", err)
+	}
+	// A stored run from before client hosts: its spec has no client, and
+	// it ran on loopback.
+	old, err := Parse([]byte(base), "run 20260101-000000-abcd", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := old.ClientSetting(); got.Kind() != host.Loopback {
+		t.Fatalf("a stored spec without client reads as %s, want loopback", got.Kind())
+	}
+	// The settings survive the stored spec.
+	s2, err := Parse([]byte(edit(t, "seed: 0\n", "seed: 0\nclient: netns\nclient_mtu: 9000\nclient_subnet: 10.214.9.0/30\n")), "t.yaml", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := s2.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(y, "stored", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.ClientSetting()
+	if got.Kind() != host.Netns || got.MTU != 9000 || got.Subnet.String() != "10.214.9.0/30" {
+		t.Fatalf("round trip: %+v from\n%s", got, y)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -100,6 +101,7 @@ func (v *validator) settings() {
 	if !(s.OutsideCPUMax > 0) || math.IsInf(s.OutsideCPUMax, 0) {
 		v.add(v.at("outside_cpu_max"), "outside_cpu_max: %g is not a positive percentage of one core (default %g)", s.OutsideCPUMax, DefaultOutsideCPUMax)
 	}
+	v.client()
 	if s.Order != OrderRandom && s.Order != OrderFixed {
 		v.add(v.at("order"), "order: %q is not one of %s, %s", s.Order, OrderRandom, OrderFixed)
 	}
@@ -117,6 +119,22 @@ func (v *validator) settings() {
 	}
 	if s.MaxTime <= 0 {
 		v.add(v.at("max_time"), "max_time: %s is not positive", formatDuration(s.MaxTime))
+	}
+}
+
+// client checks the client host's settings, each at its own line.
+func (v *validator) client() {
+	s := v.s
+	if err := (host.Setting{Client: s.Client}).Validate(); err != nil {
+		v.add(v.at("client"), "%v", err)
+	}
+	if err := (host.Setting{MTU: s.ClientMTU}).Validate(); err != nil {
+		v.add(v.at("client_mtu"), "%v", err)
+	}
+	if s.ClientSubnet != "" {
+		if _, err := host.ParseSubnet(s.ClientSubnet); err != nil {
+			v.add(v.at("client_subnet"), "%v", err)
+		}
 	}
 }
 
@@ -351,6 +369,9 @@ type Overrides struct {
 	Quick bool
 	// Seed, when != 0, replaces the seed.
 	Seed int64
+	// Client, when set, replaces where the load runs (--client: netns or
+	// host).
+	Client string
 	// Workloads, when set, keeps only the named workloads, in this order;
 	// it wins over quick.workloads as Platforms wins over quick.platforms.
 	Workloads []string
@@ -390,6 +411,9 @@ func (o Overrides) Validate() error {
 	}
 	if o.UntilCI < 0 || o.UntilCI >= 100 {
 		return fmt.Errorf("--until-ci %g: want a percentage above 0 and below 100", o.UntilCI)
+	}
+	if o.Client != "" && !slices.Contains(host.Settings, o.Client) {
+		return fmt.Errorf("--client %q: want %s (netns: the load from a network namespace over a veth; host: on this machine over loopback)", o.Client, strings.Join(host.Settings, " or "))
 	}
 	for _, l := range []struct {
 		flag  string
@@ -451,6 +475,9 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 	}
 	if o.Seed != 0 {
 		c.Seed = o.Seed
+	}
+	if o.Client != "" {
+		c.Client = o.Client
 	}
 	if c.Seed == 0 {
 		c.Seed = NewSeed()

@@ -33,6 +33,15 @@ func (s *Study) YAML() ([]byte, error) {
 	add("seed", plain(strconv.FormatInt(s.Seed, 10)))
 	add("min_pairs", plain(strconv.Itoa(s.MinPairs)))
 	add("outside_cpu_max", plain(formatFloat(s.OutsideCPUMax)))
+	if s.Client != "" {
+		add("client", str(s.Client))
+	}
+	if s.ClientMTU != 0 {
+		add("client_mtu", plain(strconv.Itoa(s.ClientMTU)))
+	}
+	if s.ClientSubnet != "" {
+		add("client_subnet", str(s.ClientSubnet))
+	}
 	add("until_ci", plain(formatFloat(s.UntilCI)))
 	if len(s.UntilCIMetrics) > 0 {
 		ms := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}

@@ -63,7 +63,9 @@ type Env struct {
 // dmi_product_name, kvm (whether /dev/kvm exists), clocksource,
 // transparent_hugepage, smt_active, cmdline, clk_tck, loadavg, irqbalance,
 // irqs (device interrupt lines with their affinity and per-CPU counts),
-// warnings.
+// tcp_congestion_control and default_qdisc (with BBR and no fq qdisc TCP
+// paces itself, which spaces the segments of a response over a 1500-byte
+// link: BENCH.md, "The 40 ms plateau"), warnings.
 func Capture(ctx context.Context) (Env, error) {
 	e := Env{Extra: map[string]string{}}
 	var warns []string
@@ -136,13 +138,15 @@ func Capture(ctx context.Context) (Env, error) {
 	e.Governor = Governor()
 
 	for key, path := range map[string]string{
-		"dmi_sys_vendor":       "/sys/class/dmi/id/sys_vendor",
-		"dmi_product_name":     "/sys/class/dmi/id/product_name",
-		"clocksource":          "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-		"transparent_hugepage": "/sys/kernel/mm/transparent_hugepage/enabled",
-		"smt_active":           "/sys/devices/system/cpu/smt/active",
-		"cmdline":              "/proc/cmdline",
-		"loadavg":              "/proc/loadavg",
+		"dmi_sys_vendor":         "/sys/class/dmi/id/sys_vendor",
+		"dmi_product_name":       "/sys/class/dmi/id/product_name",
+		"clocksource":            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		"transparent_hugepage":   "/sys/kernel/mm/transparent_hugepage/enabled",
+		"smt_active":             "/sys/devices/system/cpu/smt/active",
+		"cmdline":                "/proc/cmdline",
+		"loadavg":                "/proc/loadavg",
+		"tcp_congestion_control": "/proc/sys/net/ipv4/tcp_congestion_control",
+		"default_qdisc":          "/proc/sys/net/core/default_qdisc",
 	} {
 		v, err := readTrim(path)
 		warn(key, err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
@@ -56,11 +57,17 @@ func WorkloadImage(t *testing.T) (*docker.Engine, string) {
 // one run, logging under root; the Docker ones use the current workload
 // image. When the test ends the native platform is closed and the run must
 // have left no container behind (what is left is removed and reported).
+//
+// Their clients are on this machine, as with `--client host`: servers on
+// 127.0.0.1, except docker-nat's, published on the host side of a link
+// the run makes (its DNAT path serves no loopback address, and nothing of a
+// run is published on the machine's primary address).
 func Platforms(t *testing.T, run runid.ID, root string, kinds ...string) map[string]platform.Platform {
 	t.Helper()
 	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
 	out := map[string]platform.Platform{}
 	var eng *docker.Engine
+	var hosts *host.Hosts
 	for _, kind := range kinds {
 		if kind == platform.Native {
 			p, err := native.New(kind, env, state.Dir{Root: root}, platform.Options{})
@@ -81,7 +88,19 @@ func Platforms(t *testing.T, run runid.ID, root string, kinds ...string) map[str
 				}
 			})
 		}
-		p, err := docker.New(kind, kind, env, eng, platform.Options{})
+		penv := env
+		if kind == platform.DockerNAT {
+			if hosts == nil {
+				hosts = host.NewHosts(run, host.Setting{Client: host.SettingHost})
+				t.Cleanup(func() { hosts.Close(context.Background()) })
+			}
+			c, err := hosts.For(context.Background(), host.LinkAddress)
+			if err != nil {
+				t.Fatalf("docker-nat's link: %v", err)
+			}
+			penv.Client = c
+		}
+		p, err := docker.New(kind, kind, penv, eng, platform.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

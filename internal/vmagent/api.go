@@ -28,6 +28,10 @@ const (
 	ParamIP   = "nn.ip"   // guest address with prefix, 10.213.7.2/24
 	ParamGW   = "nn.gw"   // host address on the bridge (no default route is set)
 	ParamName = "nn.name" // host name of the guest
+	// ParamRoutes lists, comma-separated, the subnets the guest reaches
+	// through ParamGW: a client host's link, whose connections this
+	// machine routes to the guest.
+	ParamRoutes = "nn.routes"
 	// ParamToken is the bearer token the host must present, when it comes
 	// on the command line; the host passes it as the firmware file
 	// TokenFwCfg instead, since the command line of QEMU is readable by

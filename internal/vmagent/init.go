@@ -174,11 +174,22 @@ func network(params map[string]string) error {
 	if err := waitFile("/sys/class/net/eth0", 30*time.Second); err != nil {
 		return err
 	}
-	for _, argv := range [][]string{
+	steps := [][]string{
 		{"ip", "link", "set", "lo", "up"},
 		{"ip", "addr", "add", ip, "dev", "eth0"},
 		{"ip", "link", "set", "eth0", "up"},
-	} {
+	}
+	// Replies to a client host go back through the host: a route per
+	// subnet, no default route (the guest reaches nothing else).
+	if gw, routes := params[ParamGW], params[ParamRoutes]; gw != "" && routes != "" {
+		for _, r := range strings.Split(routes, ",") {
+			if _, _, err := net.ParseCIDR(r); err != nil {
+				return fmt.Errorf("kernel parameter %s=%q: %q is not a subnet: %w", ParamRoutes, routes, r, err)
+			}
+			steps = append(steps, []string{"ip", "route", "add", r, "via", gw, "dev", "eth0"})
+		}
+	}
+	for _, argv := range steps {
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
 		}

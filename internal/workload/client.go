@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/deathsig"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -63,26 +64,38 @@ func (c ClientRun) CPUShare() float64 {
 	return c.CPU.Seconds() / c.Wall.Seconds()
 }
 
-// RunClient runs a load generator on the host: in its own process group with
-// the run ID in its environment, killed with its group when ctx ends and by
-// the kernel when nearnative dies (deathsig); its
-// stdout and stderr are saved to rawDir/name. A non-zero exit is an error that
-// points to the saved output.
-func RunClient(ctx context.Context, run runid.ID, rawDir, name string, argv []string) (ClientRun, error) {
-	return RunClientLines(ctx, run, rawDir, name, argv, nil)
+// RunClient runs a load generator on the trial's client host (t.Client: a
+// network namespace of the run, or this machine): in its own process group
+// with the run ID in its environment, killed with its group when ctx ends
+// and by the kernel when nearnative dies (deathsig); its stdout and stderr
+// are saved to t.RawDir/name. A non-zero exit is an error that points to
+// the saved output.
+func RunClient(ctx context.Context, t Trial, name string, argv []string) (ClientRun, error) {
+	return RunClientOn(ctx, t.Client, t.Run, t.RawDir, name, argv, nil)
 }
 
 // RunClientLines is RunClient that also hands each line of the client's
 // stdout to onLine as it is printed (nil: none), for workloads that read
 // counters at the moments a tool's output marks (sockperf idles before its
 // timed run).
-func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
+func RunClientLines(ctx context.Context, t Trial, name string, argv []string, onLine func(string)) (ClientRun, error) {
+	return RunClientOn(ctx, t.Client, t.Run, t.RawDir, name, argv, onLine)
+}
+
+// RunClientOn runs a load generator on client host h (nil: this machine)
+// for run, saving its output to rawDir/name: RunClientLines without a
+// trial, for benchmarks and tests. The tool is exec'd in place on the
+// client host (host.Host.Wrap), so its pid, process group and rusage are
+// its own; ClientRun.Argv is the tool's own argv.
+func RunClientOn(ctx context.Context, h host.Host, run runid.ID, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
 	res := ClientRun{Argv: argv}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return res, fmt.Errorf("%s not found: install it with `make setup`: %w", argv[0], err)
 	}
+	h = host.Or(h)
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(argv[0], argv[1:]...)
+	full := h.Wrap(argv)
+	cmd := exec.Command(full[0], full[1:]...)
 	lines := &lineWriter{fn: onLine}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, lines), &stderr
 	cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(run))
@@ -110,7 +123,7 @@ func RunClientLines(ctx context.Context, run runid.ID, rawDir, name string, argv
 		res.ExitCode = ps.ExitCode()
 	}
 	res.Output = stdout.Bytes()
-	raw := fmt.Sprintf("# %s\n# exit %d, wall %v, cpu %v\n%s", strings.Join(argv, " "), res.ExitCode, res.Wall.Round(time.Millisecond), res.CPU.Round(time.Millisecond), stdout.String())
+	raw := fmt.Sprintf("# %s\n# client: %s\n# exit %d, wall %v, cpu %v\n%s", strings.Join(full, " "), h.Describe(), res.ExitCode, res.Wall.Round(time.Millisecond), res.CPU.Round(time.Millisecond), stdout.String())
 	if stderr.Len() > 0 {
 		raw += "# stderr:\n" + stderr.String()
 	}

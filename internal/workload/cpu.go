@@ -266,7 +266,7 @@ func (m *CPUMeter) AddClient(d time.Duration) { m.added += d }
 // RunClient runs a load generator with RunClientLines and adds its CPU
 // time to the account, also when it fails.
 func (m *CPUMeter) RunClient(ctx context.Context, t Trial, name string, argv []string, onLine func(string)) (ClientRun, error) {
-	run, err := RunClientLines(ctx, t.Run, t.RawDir, name, argv, onLine)
+	run, err := RunClientLines(ctx, t, name, argv, onLine)
 	m.AddClient(run.CPU)
 	return run, err
 }

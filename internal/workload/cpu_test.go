@@ -197,7 +197,7 @@ func TestRunClientRawNotSaved(t *testing.T) {
 	if err := writeFile(dir); err != nil {
 		t.Fatal(err)
 	}
-	run, err := RunClient(context.Background(), runid.New(), dir+"/raw", "x.txt", []string{"echo", "42"})
+	run, err := RunClientOn(context.Background(), nil, runid.New(), dir+"/raw", "x.txt", []string{"echo", "42"}, nil)
 	if err != nil {
 		t.Fatalf("RunClient failed because its output could not be saved: %v", err)
 	}

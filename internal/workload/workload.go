@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -256,10 +257,15 @@ type Trial struct {
 	RawDir string
 	// Log receives progress lines meant for the run log.
 	Log io.Writer
-	// Host is this machine's native platform, for the roles of a topology
-	// that run beside the load driver whatever the platform (nil when the
-	// engine was given none).
+	// Host is the native platform of the roles of a topology that run
+	// beside the load driver whatever the platform: on the client host,
+	// listening on its ClientAddr (nil when the engine was given none).
 	Host platform.Platform
+	// Client is where the trial's load runs and how it reaches the
+	// platform's servers (nil: on this machine over loopback; see
+	// ClientHost). Load generators run through it: RunClient, the
+	// driver's Config.Client.
+	Client host.Host
 	// Steps, when not nil, keeps the steps of a search run within the trial
 	// (find-max), stored as they end, so that a trial interrupted and run
 	// again resumes its search; nil: keep them in memory (search.MemLog).
@@ -268,6 +274,9 @@ type Trial struct {
 	// driver runs.
 	Series SeriesSink
 }
+
+// ClientHost is t.Client, or the loopback host when it is nil.
+func (t Trial) ClientHost() host.Host { return host.Or(t.Client) }
 
 // Result is what one trial measured.
 type Result struct {
@@ -303,6 +312,11 @@ type Instance interface {
 // scaled to the machine (a matrix, arrays, a file); reports repeat that note
 // once per workload.
 const SizeNote = "size: "
+
+// CliffNote starts the trial note in which a workload names what it knows
+// to be behind a latency cliff it met (TCP's, not the platform's); reports
+// repeat that note once per workload and platform.
+const CliffNote = "latency cliff: "
 
 // Estimator is implemented by instances whose trials take noticeably
 // longer than the study's trial length (sizing, data layout, checks):

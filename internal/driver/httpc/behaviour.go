@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,6 +38,7 @@ const (
 )
 
 type getFactory struct {
+	dial    driver.DialFunc
 	nethttp bool
 	url     string
 	host    string // host:port
@@ -44,12 +46,12 @@ type getFactory struct {
 	timeout time.Duration
 }
 
-func newGetFactory(p map[string]string) (driver.Factory, error) {
+func newGetFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	u, err := url.Parse(p[ParamURL])
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("parameter %s %q: want an http:// URL", ParamURL, p[ParamURL])
 	}
-	f := &getFactory{url: u.String(), host: u.Host, bytes: -1, timeout: 10 * time.Second}
+	f := &getFactory{dial: dial, url: u.String(), host: u.Host, bytes: -1, timeout: 10 * time.Second}
 	if u.Port() == "" {
 		f.host = u.Host + ":80"
 	}
@@ -82,12 +84,18 @@ func (f *getFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (drive
 		if err != nil {
 			return nil, err
 		}
-		u := &netUser{c: New(Options{MaxConns: 1, NoCookies: true, Timeout: f.timeout}), req: req, bytes: f.bytes}
+		u := &netUser{c: New(Options{MaxConns: 1, NoCookies: true, Timeout: f.timeout, Dial: f.dial}), req: req, bytes: f.bytes}
 		u.op = u.get
 		return u, nil
 	}
 	hc := &fasthttp.HostClient{
-		Addr:                f.host,
+		Addr: f.host,
+		// The user's connection comes from the run's client host.
+		Dial: func(addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
+			defer cancel()
+			return f.dial(ctx, "tcp", addr)
+		},
 		Name:                "nearnative",
 		MaxConns:            1, // one keep-alive connection per user or open-loop worker
 		ReadBufferSize:      64 << 10,

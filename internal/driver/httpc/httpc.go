@@ -34,6 +34,9 @@ type Options struct {
 	MaxConns int
 	// NoCookies leaves out the cookie jar.
 	NoCookies bool
+	// Dial opens the client's connections (nil: net.Dialer); the driver
+	// gives its behaviour's, which dials from the run's client host.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Defaults of Options.
@@ -67,9 +70,17 @@ func New(o Options) *Client {
 		o.MaxConns = DefaultMaxConns
 	}
 	d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dial := d.DialContext
+	if o.Dial != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+			defer cancel()
+			return o.Dial(ctx, network, addr)
+		}
+	}
 	tr := &http.Transport{
 		Proxy:                 nil, // the load goes to this machine, never through a proxy
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          o.MaxConns,
 		MaxIdleConnsPerHost:   o.MaxConns,
 		MaxConnsPerHost:       o.MaxConns,

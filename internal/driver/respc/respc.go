@@ -174,18 +174,20 @@ func ParseMix(p map[string]string) (Mix, error) {
 	return m, m.Validate()
 }
 
-// NewMixFactory is MixBehaviour.
-func NewMixFactory(p map[string]string) (driver.Factory, error) {
+// NewMixFactory is MixBehaviour; its users connect with dial (the run's
+// client host).
+func NewMixFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	m, err := ParseMix(p)
 	if err != nil {
 		return nil, err
 	}
-	return &factory{m: m, value: strings.Repeat("x", m.ValueSize)}, nil
+	return &factory{m: m, value: strings.Repeat("x", m.ValueSize), dial: dial}, nil
 }
 
 type factory struct {
 	m     Mix
 	value string
+	dial  driver.DialFunc
 }
 
 func (f *factory) Ops() []string { return []string{OpPipeline} }
@@ -231,8 +233,7 @@ var (
 )
 
 func (u *user) dial(ctx context.Context) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", u.addr)
+	c, err := u.f.dial(ctx, "tcp", u.addr)
 	if err != nil {
 		return err
 	}

@@ -273,7 +273,7 @@ func TestPipelineAllocs(t *testing.T) {
 			m := Mix{Addrs: []string{addr}, Pipeline: 30, Keyspace: 1000, ValueSize: 1}
 			p := m.Params()
 			p[ParamGetRatio] = ratio
-			f, err := NewMixFactory(p)
+			f, err := NewMixFactory(p, driver.DefaultDial)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,6 +22,10 @@ import (
 // Every Docker platform is a Checker.
 var _ platform.Checker = (*dockerPlatform)(nil)
 
+// TestKinds is the client-host test of each Docker path: the server is
+// reached from the client host the run gives the platform (a namespace over
+// a veth, docker-proxy's on this machine), at the address the path names,
+// never the machine's primary address.
 func TestKinds(t *testing.T) {
 	primary, err := PrimaryAddr()
 	if err != nil {
@@ -29,27 +33,27 @@ func TestKinds(t *testing.T) {
 	}
 	tests := []struct {
 		kind     string
-		wantHost func(t *testing.T, host, containerIP string)
+		wantHost func(t *testing.T, host, containerIP, server string)
 		wantDesc string
 	}{
-		{platform.DockerNAT, func(t *testing.T, host, _ string) {
-			if host == "127.0.0.1" || host != primary.String() {
-				t.Errorf("client host %s, want the primary address %s", host, primary)
+		{platform.DockerNAT, func(t *testing.T, host, _, server string) {
+			if host == "127.0.0.1" || host == primary.String() || host != server {
+				t.Errorf("client host %s, want the client link's host-side address %s (not the primary address %s)", host, server, primary)
 			}
 		}, "(iptables DNAT)"},
-		{platform.DockerProxy, func(t *testing.T, host, _ string) {
+		{platform.DockerProxy, func(t *testing.T, host, _, _ string) {
 			if host != "127.0.0.1" {
 				t.Errorf("client host %s, want 127.0.0.1", host)
 			}
 		}, "(userland docker-proxy)"},
-		{platform.DockerBridge, func(t *testing.T, host, ip string) {
+		{platform.DockerBridge, func(t *testing.T, host, ip, _ string) {
 			if !strings.HasPrefix(host, "172.") || host != ip {
 				t.Errorf("client host %s, want the container's bridge address %s", host, ip)
 			}
 		}, "(veth, no NAT)"},
-		{platform.DockerHost, func(t *testing.T, host, ip string) {
-			if host != "127.0.0.1" || ip != "" {
-				t.Errorf("client host %s (bridge IP %q), want 127.0.0.1 on the host network", host, ip)
+		{platform.DockerHost, func(t *testing.T, host, ip, server string) {
+			if host != server || host == "127.0.0.1" || ip != "" {
+				t.Errorf("client host %s (bridge IP %q), want the client link's host-side address %s on the host network", host, ip, server)
 			}
 		}, "on the host network"},
 	}
@@ -62,10 +66,11 @@ func TestKinds(t *testing.T) {
 			s := start(t, p, "t1", redisSpec("redis"))
 			addr := s.Addr("redis")
 			pingRedis(t, addr)
+			pingFrom(t, env.ClientHost(), addr)
 
 			t.Logf("%s: %s", addr, s.Describe())
 			host, _, _ := net.SplitHostPort(addr)
-			tt.wantHost(t, host, s.(*server).bridgeIP)
+			tt.wantHost(t, host, s.(*server).bridgeIP, env.ClientHost().ServerAddr())
 			if d := s.Describe(); !strings.Contains(d, tt.wantDesc) || !strings.Contains(d, ContainerName(env.Run, "t1", "redis")) {
 				t.Errorf("Describe() = %q, want it to name the container and contain %q", d, tt.wantDesc)
 			}
@@ -220,27 +225,16 @@ func TestExitAtOnce(t *testing.T) {
 }
 
 func TestPortInUse(t *testing.T) {
-	primary, err := PrimaryAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		kind string
-		host string // where the port is taken
-	}{
-		{platform.DockerProxy, "127.0.0.1"},
-		{platform.DockerNAT, primary.String()},
-		{platform.DockerHost, "127.0.0.1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.kind, func(t *testing.T) {
+	for _, kind := range []string{platform.DockerProxy, platform.DockerNAT, platform.DockerHost} {
+		t.Run(kind, func(t *testing.T) {
+			p, env := newPlatform(t, kind, kind, platform.Options{})
+			tt := struct{ kind, host string }{kind, env.ClientHost().ServerAddr()} // where the port is taken
 			l, err := net.Listen("tcp", net.JoinHostPort(tt.host, "0"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
 			port := l.Addr().(*net.TCPAddr).Port
-			p, env := newPlatform(t, tt.kind, tt.kind, platform.Options{})
 			p.pickPorts = func(platform.Spec, string) (map[string]int, error) { return map[string]int{"redis": port}, nil }
 			_, err = p.Start(context.Background(), "t1", redisSpec("redis"))
 			want := fmt.Sprintf("port %d (redis) on %s", port, tt.host)

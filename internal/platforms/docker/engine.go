@@ -1,7 +1,7 @@
 // Package docker runs servers in Docker containers with one of four network
-// paths (published port via the host's primary address, published port via
-// 127.0.0.1 and the userland proxy, the container's bridge address, the host
-// network) and cleans up every container and network a run created, found by
+// paths (published port via the client host's link and iptables DNAT,
+// published port via 127.0.0.1 and the userland proxy, the container's bridge
+// address, the host network) and cleans up every container and network a run created, found by
 // its nearnative.run label.
 package docker
 

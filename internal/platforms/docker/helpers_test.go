@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -217,6 +218,7 @@ func newPlatform(t *testing.T, kind, name string, opt platform.Options) (*docker
 	t.Helper()
 	eng, img := needEngine(t)
 	env := platform.Env{Run: runid.New(), LogDir: t.TempDir(), Image: img}
+	env.Client = testClient(t, kind, env.Run)
 	p, err := New(kind, name, env, eng, opt)
 	if err != nil {
 		t.Fatalf("New(%s): %v", kind, err)
@@ -227,6 +229,60 @@ func newPlatform(t *testing.T, kind, name string, opt platform.Options) (*docker
 		}
 	})
 	return p.(*dockerPlatform), env
+}
+
+// testClient is the client host a run gives a platform of kind (as
+// platformset.ClientNeed decides): this machine for docker-proxy, a network
+// namespace of the run for the others, removed when the test ends.
+func testClient(t *testing.T, kind string, run runid.ID) host.Host {
+	t.Helper()
+	if kind == platform.DockerProxy {
+		return host.LoopbackHost()
+	}
+	if err := host.Check(); err != nil {
+		t.Skipf("no client host: %v", err)
+	}
+	h, err := host.NewNS(context.Background(), run, host.Setting{Client: host.SettingNetns})
+	if err != nil {
+		t.Fatalf("client host: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(context.Background()); err != nil {
+			t.Errorf("closing the client host: %v", err)
+		}
+	})
+	return h
+}
+
+// pingFrom sends PING to the Redis at addr from client host h, as the
+// platform's load would reach it.
+func pingFrom(t *testing.T, h host.Host, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err := h.DialContext(ctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			_, err = c.Write([]byte("PING\r\n"))
+			var line string
+			if err == nil {
+				line, err = bufio.NewReader(c).ReadString('\n')
+			}
+			c.Close()
+			if err == nil && strings.TrimSpace(line) == "+PONG" {
+				return
+			}
+			if err == nil {
+				err = fmt.Errorf("answer %q, want +PONG", line)
+			}
+		}
+		last = err
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("PING %s from the client host (%s): %v", addr, h.Describe(), last)
 }
 
 // start starts spec and stops the server when the test ends.

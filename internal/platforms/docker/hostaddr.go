@@ -12,8 +12,8 @@ import (
 
 // PrimaryAddr returns the host's primary non-loopback IPv4 address: the first
 // IPv4 address of the interface that carries the default route (read from
-// /proc/net/route). docker-nat publishes ports on it so that a client on the
-// host goes through the iptables DNAT rules rather than the userland proxy.
+// /proc/net/route). Nothing of a run is published or listens on it (docker-nat
+// publishes on its client host's link instead); tests use it to check so.
 func PrimaryAddr() (net.IP, error) {
 	f, err := os.Open("/proc/net/route")
 	if err != nil {

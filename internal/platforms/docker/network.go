@@ -46,6 +46,15 @@ func (p *dockerPlatform) ensureNetwork(ctx context.Context) error {
 		return fmt.Errorf("%s: creating network %s: %w", p.name, name, err)
 	}
 	p.net.name, p.net.id = name, resp.ID
+	// Its subnet is routed from the client host (a client outside the
+	// network reaches a container at its address on it).
+	n, err := p.eng.cli.NetworkInspect(ctx, resp.ID, network.InspectOptions{})
+	if err != nil {
+		return fmt.Errorf("%s: inspecting network %s: %w", p.name, name, err)
+	}
+	if err := routeTo(ctx, p.client(), n); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"regexp"
 	"sort"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -50,10 +52,20 @@ type dockerPlatform struct {
 	pickPorts func(spec platform.Spec, host string) (map[string]int, error)
 
 	mu     sync.Mutex
-	bridge string // name of the default bridge's interface, once known
+	bridge string         // name of the default bridge's interface, once known
+	routed bool           // the client host has its route to the default bridge
+	nets   []netip.Prefix // the containers' network's subnets, once known
 
 	net userNetwork // the run's own network, for kind DockerNetwork
 }
+
+// client is the platform's client host (env.Client, or loopback).
+func (p *dockerPlatform) client() host.Host { return p.env.ClientHost() }
+
+// serverAddr is the address servers are published on or listen on (on the
+// host network) for the platform's client: never a wildcard, never the
+// machine's primary address.
+func (p *dockerPlatform) serverAddr() string { return p.client().ServerAddr() }
 
 // New returns the Docker platform of the given kind (platform.DockerNAT,
 // DockerProxy, DockerBridge, DockerHost or DockerNetwork) named name in the study, running
@@ -99,8 +111,14 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 	}
 	switch p.kind {
 	case platform.DockerNAT:
-		if _, err := PrimaryAddr(); err != nil {
-			return platform.Unavailablef("%s needs a non-loopback IPv4 address to publish on: %w", p.name, err)
+		if net.ParseIP(p.serverAddr()).IsLoopback() {
+			// Docker's DNAT rules serve no loopback address (127.0.0.1
+			// would be the userland proxy, docker-proxy's path).
+			return platform.Unavailablef("%s publishes on an address of a link nearnative made (its client host's), and was given a client on loopback", p.name)
+		}
+	case platform.DockerBridge, platform.DockerNetwork:
+		if err := p.client().CanRoute(); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	case platform.DockerProxy:
 		if p.eng.local() && userlandProxy("/proc") == "off" {
@@ -131,13 +149,15 @@ func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
 	var pickOn string
 	switch p.kind {
 	case platform.DockerHost:
-		pl.listen.Host, pickOn, pl.clientHost = "127.0.0.1", "127.0.0.1", "127.0.0.1"
+		a := p.serverAddr()
+		pl.listen.Host, pickOn, pl.clientHost = a, a, a
 	case platform.DockerNAT:
-		ip, err := PrimaryAddr()
-		if err != nil {
-			return pl, err
-		}
-		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", ip.String(), ip.String(), ip.String()
+		// Published on the client link's host-side address: the client's
+		// packets take PREROUTING DNAT, as an outside client's do (and
+		// under client: host the OUTPUT chain's, as before), while no one
+		// beyond this machine reaches the port.
+		a := p.serverAddr()
+		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", a, a, a
 	case platform.DockerProxy:
 		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", "127.0.0.1", "127.0.0.1", "127.0.0.1"
 	case platform.DockerBridge, platform.DockerNetwork:
@@ -264,11 +284,17 @@ func removeHalfMade(ctx context.Context, cli *client.Client, name string) error 
 // cpuset ("" for none). A plan without a client host gets the container's
 // address on its network.
 func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.Spec, pl plan, cpuset string) (_ *server, err error) {
+	if err := p.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	if pl.listen.From, err = p.from(ctx); err != nil {
+		return nil, err
+	}
 	argv := spec.Command(pl.listen)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
 	}
-	if err := p.ensureNetwork(ctx); err != nil {
+	if err := p.ensureRoute(ctx); err != nil {
 		return nil, err
 	}
 	cfg, hc := p.containerConfig(trial, spec, pl, argv, cpuset)
@@ -428,6 +454,78 @@ func bridgeIP(insp container.InspectResponse) string {
 		return n.IPAddress
 	}
 	return ""
+}
+
+// ensureRoute routes the client host to the default bridge's subnet (kind
+// DockerBridge, whose client connects to the container's own address) on
+// first use; DockerNetwork routes to its own network's subnet when it makes
+// it. The other kinds' clients reach an address of this machine.
+func (p *dockerPlatform) ensureRoute(ctx context.Context) error {
+	if p.kind != platform.DockerBridge {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.routed {
+		return nil
+	}
+	n, err := p.eng.cli.NetworkInspect(ctx, network.NetworkBridge, network.InspectOptions{})
+	if err != nil {
+		return fmt.Errorf("%s: inspecting the default bridge: %w", p.name, err)
+	}
+	if err := routeTo(ctx, p.client(), n); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	p.routed = true
+	return nil
+}
+
+// from is where connections to the platform's servers come from: loopback,
+// the client host's subnet and, off the host network, the containers'
+// network (peers in other containers, docker-proxy, this machine's probes
+// from the bridge's gateway address).
+func (p *dockerPlatform) from(ctx context.Context) ([]netip.Prefix, error) {
+	nets := []netip.Prefix{platform.Loopback, p.client().Subnet()}
+	if p.kind == platform.DockerHost {
+		return platform.Nets(nets...), nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nets == nil {
+		id := network.NetworkBridge
+		if p.kind == platform.DockerNetwork {
+			id = p.net.id
+		}
+		n, err := p.eng.cli.NetworkInspect(ctx, id, network.InspectOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: inspecting the containers' network: %w", p.name, err)
+		}
+		for _, c := range n.IPAM.Config {
+			if pfx, err := netip.ParsePrefix(c.Subnet); err == nil && pfx.Addr().Is4() {
+				p.nets = append(p.nets, pfx)
+			}
+		}
+	}
+	return platform.Nets(append(nets, p.nets...)...), nil
+}
+
+// routeTo routes client to every IPv4 subnet of network n.
+func routeTo(ctx context.Context, client host.Host, n network.Inspect) error {
+	routed := false
+	for _, c := range n.IPAM.Config {
+		pfx, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !pfx.Addr().Is4() {
+			continue
+		}
+		if err := client.Route(ctx, pfx); err != nil {
+			return fmt.Errorf("routing the client host to network %s (%s): %w", n.Name, pfx, err)
+		}
+		routed = true
+	}
+	if !routed {
+		return fmt.Errorf("network %s has no IPv4 subnet to route the client host to", n.Name)
+	}
+	return nil
 }
 
 // bridgeName is the host interface of the default bridge network (docker0).

@@ -52,14 +52,17 @@ func (p *dockerPlatform) Machine() topology.Machine {
 // container reach each other on 127.0.0.1; servers in different containers
 // reach each other at the container's address on the platform's network
 // (the default bridge, the run's own network, or the host network, where
-// everything is 127.0.0.1). Only the entry roles' ports are published on
-// the NAT and proxy paths.
+// everything is on the client host's server address). Only the entry roles'
+// ports are published on the NAT and proxy paths.
 func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	ports, err := deploy.Ports(plan, "0.0.0.0")
+	ports, err := deploy.Ports(plan, p.serverAddr())
 	if err != nil {
 		return nil, err
 	}
 	if err := p.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.ensureRoute(ctx); err != nil {
 		return nil, err
 	}
 	return &site{p: p, trial: trial, plan: plan, ports: ports, groups: map[string]*group{}}, nil
@@ -93,10 +96,12 @@ type group struct {
 
 func (s *site) Port(id topology.ServerID, port string) int { return deploy.PortOf(s.ports, id, port) }
 
-// listenHost is where servers bind inside their container.
+// listenHost is where servers bind inside their container: on the host
+// network, the client host's server address (never a wildcard of this
+// machine's namespace).
 func (s *site) listenHost() string {
 	if s.p.kind == platform.DockerHost {
-		return "127.0.0.1"
+		return s.p.serverAddr()
 	}
 	return "0.0.0.0"
 }
@@ -109,11 +114,7 @@ func (s *site) publishOn(entry bool) (string, error) {
 	}
 	switch s.p.kind {
 	case platform.DockerNAT:
-		ip, err := PrimaryAddr()
-		if err != nil {
-			return "", err
-		}
-		return ip.String(), nil
+		return s.p.serverAddr(), nil
 	case platform.DockerProxy:
 		return "127.0.0.1", nil
 	}
@@ -248,7 +249,7 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	}
 	switch s.p.kind {
 	case platform.DockerHost:
-		g.ip = "127.0.0.1"
+		g.ip = "127.0.0.1" // the supervisor's own control address
 	case platform.DockerNetwork:
 		g.ip = s.p.networkIP(insp)
 	default:
@@ -318,7 +319,7 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 	}
 	pl.publishOn, pl.clientHost = on, on
 	if s.p.kind == platform.DockerHost {
-		pl.clientHost = "127.0.0.1"
+		pl.clientHost = s.p.serverAddr()
 	}
 	srv, err := s.p.start(ctx, s.trial, m.Spec, pl, s.cpuset(m.Server))
 	if err != nil {
@@ -327,7 +328,7 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 	g.srv = srv
 	g.ip, g.cname, g.cpus = srv.bridgeIP, srv.name, s.cpuset(m.Server)
 	if s.p.kind == platform.DockerHost {
-		g.ip = "127.0.0.1"
+		g.ip = s.p.serverAddr()
 	}
 	g.started = append(g.started, m.Server.ID.Name())
 	return srv, nil
@@ -338,6 +339,11 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	spec := m.Spec
 	dir := platform.ContainerDir + "/" + spec.Name
 	l := platform.Listen{Host: s.listenHost(), Ports: s.ports[m.Server.ID], Dir: dir}
+	from, err := s.p.from(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.From = from
 	argv := spec.Command(l)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("server %s: empty command", spec.Name)
@@ -360,8 +366,11 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	}
 	for _, pn := range m.Server.Ports {
 		host := g.ip
-		if on != "" {
+		switch {
+		case on != "":
 			host = on
+		case s.p.kind == platform.DockerHost:
+			host = s.p.serverAddr()
 		}
 		ss.addrs[pn] = deploy.JoinPort(host, s.Port(m.Server.ID, pn))
 	}
@@ -380,7 +389,7 @@ func agentFilesOf(fs []platform.File) []vmagent.File {
 func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
 	p := s.Port(to.ID, port)
 	if s.p.kind == platform.DockerHost {
-		return deploy.JoinPort("127.0.0.1", p), nil
+		return deploy.JoinPort(s.p.serverAddr(), p), nil
 	}
 	if from.Group == to.Group && len(s.plan.Group(to.Group)) > 1 {
 		// One container under the supervisor, which may not run yet.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/deploy"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/k8s"
 	"github.com/nearnative/nearnative/internal/redisproto"
@@ -267,5 +268,60 @@ func TestIperf3ThroughNewService(t *testing.T) {
 			t.Error(err)
 		}
 		cancel()
+	}
+}
+
+// TestClientHostOnEachKind is the k8s client-host test: every k8s platform
+// is reached from a client in a network namespace of its own, routed
+// through this machine to the pod IP, the ClusterIP or the node port, and
+// to a hostNetwork pod on the client link's host side.
+func TestClientHostOnEachKind(t *testing.T) {
+	conn, ref := liveConn(t)
+	if err := host.Check(); err != nil {
+		t.Skip(err)
+	}
+	run := runid.New()
+	defer noNamespaces(t, conn, run)
+	c, err := host.NewNS(context.Background(), run, host.Setting{Client: host.SettingNetns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, kind := range k8s.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			env := platform.Env{Run: run, Image: ref, LogDir: t.TempDir(), Log: testenv.Log{T: t}, Client: c}
+			p, err := k8s.New(kind, kind, env, conn, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.(platform.Closer).Close()
+			if err := p.(platform.Checker).Check(ctx); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			srv, err := p.Start(ctx, "ch-"+kind, redisSpec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Stop(ctx)
+			addr := srv.Addr("redis")
+			if err := redisproto.WaitReady(ctx, addr, 30*time.Second); err != nil {
+				t.Fatalf("redis at %s: %v (%s)", addr, err, srv.Describe())
+			}
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer dcancel()
+			cc, err := c.DialContext(dctx, "tcp", addr)
+			if err != nil {
+				t.Fatalf("from the client host to %s: %v (%s)", addr, err, srv.Describe())
+			}
+			defer cc.Close()
+			cc.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(cc, "PING\r\n")
+			b := make([]byte, 7)
+			if _, err := io.ReadFull(cc, b); err != nil || string(b) != "+PONG\r\n" {
+				t.Fatalf("PING %s from the client host: %q %v", addr, b, err)
+			}
+		})
 	}
 }

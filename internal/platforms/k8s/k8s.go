@@ -7,7 +7,11 @@
 //   - k8s-pod: the pod's IP, through the CNI.
 //   - k8s-service: a ClusterIP Service per server, through kube-proxy.
 //   - k8s-nodeport: a NodePort Service per server, at the node's address.
-//   - k8s-hostnet: a hostNetwork pod, on 127.0.0.1 as on docker-host.
+//   - k8s-hostnet: a hostNetwork pod, on the client host's server address
+//     as on docker-host.
+//
+// A client host in a namespace of its own (the default) is routed through
+// this machine to each pod IP, ClusterIP and node address it is given.
 //   - k8s-guaranteed: a Guaranteed pod (requests = limits, integer CPUs) on a
 //     node with the static CPU manager: exclusive cores, the Kubernetes form
 //     of pinning; reached at its pod IP.
@@ -147,8 +151,13 @@ func (p *platformImpl) Check(ctx context.Context) error {
 				p.name, f.Node, f.CPUManager)
 		}
 	}
+	if p.kind != HostNet {
+		if err := p.env.ClientHost().CanRoute(); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
 	if p.kind == HostNet && !f.NodeLocal {
-		return platform.Unavailablef("%s reaches a hostNetwork pod on 127.0.0.1, which needs the node to be this machine; node %s (%s) is not", p.name, f.Node, f.NodeIP)
+		return platform.Unavailablef("%s reaches a hostNetwork pod on an address of this machine (%s), which needs the node to be this machine; node %s (%s) is not", p.name, p.env.ClientHost().ServerAddr(), f.Node, f.NodeIP)
 	}
 	return nil
 }

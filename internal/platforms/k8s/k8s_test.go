@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nearnative/nearnative/internal/deploy"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
@@ -478,5 +482,68 @@ func TestNames(t *testing.T) {
 	}
 	if got := portName("a_very_long_port_name"); len(got) > 15 {
 		t.Errorf("portName = %s", got)
+	}
+}
+
+// routeRecorder is a client host in a namespace of its own as the k8s
+// platforms see it: it records the routes they ask for.
+type routeRecorder struct {
+	host.Host
+	mu     sync.Mutex
+	routes []string
+}
+
+func (r *routeRecorder) Route(_ context.Context, p netip.Prefix) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes = append(r.routes, p.String())
+	return nil
+}
+func (r *routeRecorder) ServerAddr() string { return "10.214.9.1" }
+
+// TestClientHostRoutes: with the client in a namespace of its own, each
+// k8s platform routes it to the address its client is given (pod IP,
+// ClusterIP, node address), and a hostNetwork pod listens on the client
+// link's host side instead of 127.0.0.1.
+func TestClientHostRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		kind   string
+		addr   string // prefix of the client address
+		routes string // the routes asked for, sorted
+	}{
+		{Pod, "10.244.0.11:", "10.244.0.11/32"},
+		{Guaranteed, "10.244.0.11:", "10.244.0.11/32"},
+		{Service, "10.96.0.11:", "10.244.0.11/32 10.96.0.11/32"},
+		{NodePort, "192.0.2.250:30000", "10.244.0.11/32 10.96.0.11/32 192.0.2.250/32"},
+		{HostNet, "10.214.9.1:", ""},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			f := newFakeCluster(t)
+			rec := &routeRecorder{Host: host.LoopbackHost()}
+			env := platform.Env{Run: testRun, Image: "nearnative/workload:test", LogDir: t.TempDir(), Client: rec}
+			p, err := New(tc.kind, tc.kind, env, f.conn, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			srv, err := p.Start(ctx, "r1-redis", redisSpec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Stop(ctx)
+			if a := srv.Addr("redis"); !strings.HasPrefix(a, tc.addr) {
+				t.Errorf("Addr = %s, want %s...", a, tc.addr)
+			}
+			sort.Strings(rec.routes)
+			if got := strings.Join(rec.routes, " "); got != tc.routes {
+				t.Errorf("routes %q, want %q", got, tc.routes)
+			}
+			if tc.kind == HostNet {
+				pods, _ := f.cs.CoreV1().Pods(NamespaceName(testRun, tc.kind)).List(ctx, metav1.ListOptions{})
+				if cmd := strings.Join(pods.Items[0].Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--bind 10.214.9.1") {
+					t.Errorf("hostNetwork pod's command %q does not bind the client link's host side", cmd)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,7 +319,42 @@ func (p *platformImpl) createPod(ctx context.Context, trial, group string, membe
 	if err := pd.waitServices(ctx); err != nil {
 		return nil, err
 	}
+	if err := pd.routeClient(ctx); err != nil {
+		return nil, err
+	}
 	return pd, nil
+}
+
+// routeClient routes the platform's client host to every address it may
+// be given for the pod: the pod IP (k8s-pod, k8s-guaranteed, and peers'
+// paths), each Service's ClusterIP (kube-proxy's DNAT in PREROUTING serves
+// packets this machine forwards as it serves its own), and on k8s-nodeport
+// the node's address. A hostNetwork pod listens on the client host's own
+// server address: nothing to route.
+func (pd *pod) routeClient(ctx context.Context) error {
+	pd.mu.Lock()
+	var addrs []string
+	if pd.p.kind != HostNet {
+		addrs = append(addrs, pd.ip)
+	}
+	for _, svc := range pd.services {
+		addrs = append(addrs, svc.Spec.ClusterIP)
+	}
+	if pd.p.kind == NodePort {
+		addrs = append(addrs, pd.hostIP)
+	}
+	pd.mu.Unlock()
+	c := pd.p.env.ClientHost()
+	for _, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || !ip.Is4() {
+			continue // none (a hostNetwork pod's), or IPv6
+		}
+		if err := c.Route(ctx, netip.PrefixFrom(ip, 32)); err != nil {
+			return fmt.Errorf("%s: routing the client host to %s: %w", pd.p.name, ip, err)
+		}
+	}
+	return nil
 }
 
 // serviceTimeout bounds waiting for kube-proxy to route a new Service.

@@ -29,14 +29,22 @@ type server struct {
 	own bool
 }
 
-// listenHost is where servers bind: 127.0.0.1 on the host network (as on
-// docker-host), every address of the pod's own network namespace otherwise.
+// listenHost is where servers bind: on the host network the client host's
+// server address (as on docker-host: 127.0.0.1, or the host side of the
+// client's link), every address of the pod's own network namespace
+// otherwise.
 func (p *platformImpl) listenHost() string {
 	if p.kind == HostNet {
-		return "127.0.0.1"
+		return p.env.ClientHost().ServerAddr()
 	}
 	return "0.0.0.0"
 }
+
+// pickOn is where free port numbers are looked for: loopback (any number
+// is free in a pod's own namespace, numbers free here keep them distinct;
+// a hostNetwork pod's node may be another machine's view of this one, so
+// its client link's address is not asked).
+func (p *platformImpl) pickOn() string { return "127.0.0.1" }
 
 // Start implements platform.Platform: a pod of one server from the
 // workload image (with a Service on the Service kinds), returned once its
@@ -45,7 +53,7 @@ func (p *platformImpl) Start(ctx context.Context, trial string, spec platform.Sp
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	ports, err := platform.AssignPorts(spec, "127.0.0.1")
+	ports, err := platform.AssignPorts(spec, p.pickOn())
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
@@ -74,7 +82,7 @@ func (s *server) Addr(port string) string {
 	s.pd.mu.Unlock()
 	switch s.pd.p.kind {
 	case HostNet:
-		host = "127.0.0.1"
+		host = s.pd.p.listenHost()
 	case Service:
 		if svc != nil {
 			host = svc.Spec.ClusterIP

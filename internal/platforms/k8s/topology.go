@@ -17,12 +17,13 @@ import (
 // pod with a container per server, labelled with its instance; servers of a
 // pod reach each other on 127.0.0.1, servers of different pods by pod IP
 // (k8s-pod, k8s-guaranteed), by their Service's ClusterIP (k8s-service,
-// k8s-nodeport: the path a Service name resolves to) or on 127.0.0.1 of the
-// shared host network (k8s-hostnet). Entry servers are reached as on Start.
+// k8s-nodeport: the path a Service name resolves to) or on the client host's
+// server address on the shared host network (k8s-hostnet). Entry servers
+// are reached as on Start.
 // Placement by CPU set does not apply to pods (the CPU manager places
 // Guaranteed pods); Places says so.
 func (p *platformImpl) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	ports, err := deploy.Ports(plan, "127.0.0.1")
+	ports, err := deploy.Ports(plan, p.pickOn())
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,10 @@ func (s *site) Start(ctx context.Context, m deploy.Member) (platform.Server, err
 // PeerAddr implements deploy.Site.
 func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
 	n := s.Port(to.ID, port)
-	if s.p.kind == HostNet || (from.Group == to.Group && s.shared(to.Group)) {
+	if s.p.kind == HostNet {
+		return deploy.JoinPort(s.p.listenHost(), n), nil
+	}
+	if from.Group == to.Group && s.shared(to.Group) {
 		return deploy.JoinPort("127.0.0.1", n), nil
 	}
 	pd, err := s.pod(to.Group)

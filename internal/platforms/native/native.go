@@ -23,6 +23,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cgroup"
 	"github.com/nearnative/nearnative/internal/deathsig"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -38,15 +39,48 @@ type Platform struct {
 	env   platform.Env
 	opt   platform.Options
 	state state.Dir
+	// listen is the address servers bind and clients reach them at: the
+	// client host's ServerAddr (127.0.0.1, or the host side of the
+	// client's link), or its ClientAddr beside the driver.
+	listen string
+	// pickOn is where free port numbers are looked for (listen, unless
+	// that is an address of the client's namespace).
+	pickOn string
+	// wrap runs a server on the client host (beside the driver); nil
+	// runs it on this machine.
+	wrap func([]string) []string
+	// beside: the platform of the roles that run beside the driver.
+	beside bool
 }
 
 // New returns a native platform called name (a study may call a variant
-// "native-pinned") with the given options.
+// "native-pinned") with the given options. Its servers listen on the
+// client host's ServerAddr, never on a wildcard.
 func New(name string, env platform.Env, dir state.Dir, opt platform.Options) (*Platform, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, fmt.Errorf("platform %s: %w", name, err)
 	}
-	return &Platform{name: name, env: env, opt: opt, state: dir}, nil
+	addr := env.ClientHost().ServerAddr()
+	return &Platform{name: name, env: env, opt: opt, state: dir, listen: addr, pickOn: addr}, nil
+}
+
+// Beside returns the native platform of the topology roles that run beside
+// the load driver (a proxy on the driver's side, as the seeds ran theirs on
+// the client machine): its servers run on env's client host, listening on
+// its ClientAddr, so that the driver reaches them as a neighbour and they
+// reach the platform's servers by the path the driver takes. On a netns
+// client they run in its namespace (nsenter), listening on the
+// namespace's side of the link, which this machine reaches for readiness
+// probes and statistics and nothing outside does.
+func Beside(name string, env platform.Env, dir state.Dir) (*Platform, error) {
+	c := env.ClientHost()
+	p := &Platform{name: name, env: env, state: dir, listen: c.ClientAddr(), pickOn: c.ClientAddr(), beside: true}
+	if c.Kind() == host.Netns {
+		// The namespace's address is not this machine's: numbers free
+		// here are free in the namespace, which holds nothing else.
+		p.pickOn, p.wrap = "127.0.0.1", c.Wrap
+	}
+	return p, nil
 }
 
 // Name implements platform.Platform.
@@ -92,7 +126,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	ports, err := platform.AssignPorts(spec, "127.0.0.1")
+	ports, err := platform.AssignPorts(spec, p.pickOn)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +168,8 @@ type server struct {
 }
 
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
-	listen := platform.Listen{Host: "127.0.0.1", Ports: s.ports, Dir: s.dir}
+	listen := platform.Listen{Host: s.p.listen, Ports: s.ports, Dir: s.dir,
+		From: platform.Nets(platform.Loopback, s.p.env.ClientHost().Subnet())}
 	if err := writeFiles(s.dir, spec.FilesFor(listen)); err != nil {
 		return err
 	}
@@ -146,11 +181,15 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	if err != nil {
 		return fmt.Errorf("server %s: %s not found: install it with `make setup`: %w", spec.Name, s.argv[0], err)
 	}
-	// A port taken between AssignPorts and now is reported clearly here.
+	// A port taken between AssignPorts and now is reported clearly here
+	// (in a client's namespace nothing else listens).
 	for name, port := range s.ports {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if s.p.wrap != nil {
+			break
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(s.p.listen, strconv.Itoa(port)))
 		if err != nil {
-			return fmt.Errorf("server %s: port %s (127.0.0.1:%d) is in use: %w", spec.Name, name, port, err)
+			return fmt.Errorf("server %s: port %s (%s:%d) is in use: %w", spec.Name, name, s.p.listen, port, err)
 		}
 		l.Close()
 	}
@@ -188,6 +227,9 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 			return err
 		}
 		argv = s.group.Wrap(argv)
+	}
+	if s.p.wrap != nil {
+		argv = s.p.wrap(argv)
 	}
 	if err := os.MkdirAll(s.p.env.LogDir, 0o755); err != nil {
 		return fmt.Errorf("creating log dir: %w", err)
@@ -332,7 +374,7 @@ func (s *server) Addr(port string) string {
 	if !ok {
 		panic(fmt.Sprintf("native: port %q not declared", port))
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	return net.JoinHostPort(s.p.listen, strconv.Itoa(p))
 }
 
 func (s *server) Command() []string { return s.argv }
@@ -350,7 +392,10 @@ func (s *server) Describe() string {
 	if s.shared != nil {
 		d += ", in cgroup " + s.shared.name + " with the other servers of its group"
 	}
-	return d + ", client via 127.0.0.1"
+	if s.p.beside {
+		return d + ", beside the driver (" + s.p.env.ClientHost().Describe() + ") on " + s.p.listen
+	}
+	return d + ", client via " + s.p.listen
 }
 
 // Stop sends SIGTERM to the process group, waits up to StopTimeout, then

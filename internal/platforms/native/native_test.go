@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -24,7 +25,7 @@ func redisSpec() platform.Spec {
 		Ports: []string{"redis"},
 		Command: func(l platform.Listen) []string {
 			return []string{"redis-server", "--bind", l.Host, "--port", strconv.Itoa(l.Port("redis")),
-				"--save", "", "--appendonly", "no", "--dir", l.Dir}
+				"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", l.Dir}
 		},
 	}
 }
@@ -251,5 +252,89 @@ func TestStartWaitsOnlyForTheExec(t *testing.T) {
 	defer s.Stop(ctx)
 	if took >= execTimeout {
 		t.Errorf("Start took %v: it waited for the exec timeout instead of the server's exec", took)
+	}
+}
+
+// TestClientHost is native's client-host test: with the run's client in a
+// network namespace, a native server listens on the link's host-side
+// address (not 127.0.0.1, not a wildcard) and the client reaches it over
+// the link; a server beside the driver runs inside the namespace, on its
+// side of the link, which the driver reaches as a neighbour and this
+// machine reaches for its readiness probe.
+func TestClientHost(t *testing.T) {
+	if err := host.Check(); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	dir := state.Dir{Root: t.TempDir()}
+	run := runid.New()
+	c, err := host.NewNS(ctx, run, host.Setting{Client: host.SettingNetns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	env := platform.Env{Run: run, LogDir: filepath.Join(dir.RunDir(run), "logs"), Client: c}
+
+	p, err := New("native", env, dir, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	s, err := p.Start(ctx, "t1", redisSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	if h, _, _ := net.SplitHostPort(s.Addr("redis")); h != c.ServerAddr() {
+		t.Fatalf("native address %s, want the client link's host side %s", s.Addr("redis"), c.ServerAddr())
+	}
+	if err := redisproto.WaitReady(ctx, s.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pingFrom(t, c, s.Addr("redis"))
+	if !strings.Contains(s.Describe(), "client via "+c.ServerAddr()) {
+		t.Errorf("Describe = %q", s.Describe())
+	}
+
+	b, err := Beside("host", env, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bs, err := b.Start(ctx, "t1", redisSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Stop(ctx)
+	if h, _, _ := net.SplitHostPort(bs.Addr("redis")); h != c.ClientAddr() {
+		t.Fatalf("beside the driver: address %s, want the namespace's side %s", bs.Addr("redis"), c.ClientAddr())
+	}
+	if err := redisproto.WaitReady(ctx, bs.Addr("redis"), 10*time.Second); err != nil {
+		t.Fatalf("this machine cannot reach the server beside the driver: %v", err)
+	}
+	pingFrom(t, c, bs.Addr("redis"))
+	// It runs in the namespace: its network namespace is the client's.
+	pid := bs.(*server).cmd.Process.Pid
+	nsOf := func(pid string) string { l, _ := os.Readlink("/proc/" + pid + "/ns/net"); return l }
+	if got, self := nsOf(strconv.Itoa(pid)), nsOf("self"); got == self || got == "" {
+		t.Errorf("the server beside the driver runs in this machine's namespace (%s)", got)
+	}
+}
+
+// pingFrom PINGs the Redis at addr from client host c.
+func pingFrom(t *testing.T, c host.Host, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := c.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("dialing %s from the client host: %v", addr, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(3 * time.Second))
+	conn.Write([]byte("PING\r\n"))
+	buf := make([]byte, 7)
+	if n, err := conn.Read(buf); err != nil || string(buf[:n]) != "+PONG\r\n" {
+		t.Fatalf("PING %s from the client host: %q %v", addr, buf[:n], err)
 	}
 }

@@ -17,9 +17,10 @@ func (p *Platform) Machine() topology.Machine {
 }
 
 // Open implements deploy.Backend: natively every server is a host process
-// on 127.0.0.1 with ports of its own, and peers reach each other there.
+// on the platform's address (the client host's ServerAddr) with ports of
+// its own, and peers reach each other there.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	ports, err := deploy.Ports(plan, "127.0.0.1")
+	ports, err := deploy.Ports(plan, p.pickOn)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +81,13 @@ func (s *site) Start(ctx context.Context, m deploy.Member) (platform.Server, err
 }
 
 func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
-	return deploy.JoinPort("127.0.0.1", s.Port(to.ID, port)), nil
+	return deploy.JoinPort(s.p.listen, s.Port(to.ID, port)), nil
 }
 
 func (s *site) Places() []deploy.Place {
-	detail := "processes on 127.0.0.1 with ports of their own, each in its own cgroup"
+	detail := "processes on " + s.p.listen + " with ports of their own, each in its own cgroup"
 	if len(s.shared) > 0 {
-		detail = "processes on 127.0.0.1 with ports of their own; the servers of a group (what a Docker platform runs in one container) share one cgroup, the others have one each"
+		detail = "processes on " + s.p.listen + " with ports of their own; the servers of a group (what a Docker platform runs in one container) share one cgroup, the others have one each"
 	}
 	return []deploy.Place{{Name: "host", Kind: "host", CPUs: s.p.opt.CPUSet, Servers: s.started, Detail: detail}}
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -40,76 +37,6 @@ func notFound(err error) bool {
 		}
 	}
 	return false
-}
-
-// usedPrefixes lists the IPv4 prefixes this machine routes or holds
-// addresses in, from `ip -4 route show table all` and `ip -4 addr`.
-func usedPrefixes(ctx context.Context) ([]netip.Prefix, error) {
-	var ps []netip.Prefix
-	for _, argv := range [][]string{{"ip", "-4", "route", "show", "table", "all"}, {"ip", "-4", "-o", "addr", "show"}} {
-		out, err := run(ctx, argv...)
-		if err != nil {
-			return nil, err
-		}
-		for _, line := range strings.Split(out, "\n") {
-			for _, f := range strings.Fields(line) {
-				if !strings.Contains(f, "/") && !strings.Contains(f, ".") {
-					continue
-				}
-				if !strings.Contains(f, "/") {
-					f += "/32"
-				}
-				if p, err := netip.ParsePrefix(f); err == nil && p.Addr().Is4() {
-					ps = append(ps, p.Masked())
-				}
-			}
-		}
-	}
-	return ps, nil
-}
-
-// subnets remembers the /24s this process has handed out, so that two
-// platforms of one run never share one even when neither is routed.
-var subnets = struct {
-	sync.Mutex
-	taken map[netip.Prefix]bool
-}{taken: map[netip.Prefix]bool{}}
-
-// pickSubnet chooses a private /24 in 10.213.0.0/16 that no route or address
-// of the machine overlaps and this process has not handed out.
-func pickSubnet(ctx context.Context) (netip.Prefix, error) {
-	used, err := usedPrefixes(ctx)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("reading the machine's routes: %w", err)
-	}
-	subnets.Lock()
-	defer subnets.Unlock()
-	start := rand.IntN(256)
-	for i := 0; i < 256; i++ {
-		c := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 213, byte((start + i) % 256), 0}), 24)
-		if subnets.taken[c] {
-			continue
-		}
-		clash := false
-		for _, u := range used {
-			if u.Bits() > 0 && u.Overlaps(c) {
-				clash = true
-				break
-			}
-		}
-		if !clash {
-			subnets.taken[c] = true
-			return c, nil
-		}
-	}
-	return netip.Prefix{}, errors.New("no free /24 left in 10.213.0.0/16")
-}
-
-// releaseSubnet returns a /24 handed out by pickSubnet.
-func releaseSubnet(p netip.Prefix) {
-	subnets.Lock()
-	defer subnets.Unlock()
-	delete(subnets.taken, p)
 }
 
 // ethtoolTxCsumOff turns off transmit checksum offload (and with it TSO) on

@@ -36,6 +36,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/subnet"
 )
 
 // Alias is the prefix of the alias put on every link nearnative makes; the
@@ -48,6 +49,9 @@ const OVSExternalID = "nearnative-run"
 // Comment is the prefix of the iptables comment on every rule; the run ID
 // follows.
 const Comment = runid.Label + "="
+
+// Pool is the range the platforms' /24s come from.
+var Pool = netip.MustParsePrefix("10.213.0.0/16")
 
 // NamespacePrefix starts the name of every namespace nearnative makes.
 const NamespacePrefix = runid.Prefix
@@ -175,11 +179,11 @@ func (p *Platform) ensureFabric(ctx context.Context) (*fabric, error) {
 	if p.fab != nil {
 		return p.fab, nil
 	}
-	subnet, err := pickSubnet(ctx)
+	sn, err := subnet.Pick(ctx, Pool, 24)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
-	f := &fabric{subnet: subnet}
+	f := &fabric{subnet: sn}
 	if err := p.makeFabric(ctx, f); err != nil {
 		if terr := p.teardownFabric(context.WithoutCancel(ctx), f); terr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the half-made %s fabric: %w", p.kind, terr))
@@ -297,7 +301,7 @@ func (p *Platform) teardownFabric(ctx context.Context, f *fabric) error {
 		}
 	}
 	if f.subnet.IsValid() {
-		releaseSubnet(f.subnet)
+		subnet.Release(f.subnet)
 	}
 	return errors.Join(errs...)
 }

@@ -159,7 +159,7 @@ func (s *dockerServer) start(ctx context.Context, spec platform.Spec) error {
 		return err
 	}
 	hostDir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports, Dir: platform.ContainerDir}
+	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports, Dir: platform.ContainerDir, From: s.p.from(s.g)}
 	if s.p.kind == KindDockerHost {
 		l.Host = s.g.ip
 	}

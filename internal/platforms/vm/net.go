@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -126,6 +127,11 @@ func newBridge(run runid.ID) (*bridge, error) {
 	}
 	b.allowForward(run)
 	return b, nil
+}
+
+// subnet is the guests' /24.
+func (b *bridge) subnet() netip.Prefix {
+	return netip.MustParsePrefix(b.prefix + "0/24")
 }
 
 func (b *bridge) remove() error {

@@ -51,6 +51,12 @@ type guestConfig struct {
 	// from 127.0.0.1 to the same port numbers in the guest.
 	Bridge  *bridge
 	Forward []int
+	// ForwardOn is the host address the fallback forwards Forward on: the
+	// client host's ServerAddr ("" is 127.0.0.1).
+	ForwardOn string
+	// Routes are the subnets the guest reaches through the host on the
+	// bridge: a client host's link.
+	Routes  []string
 	Index   int // guest number within the run: tap name and address
 	Console string
 }
@@ -120,14 +126,19 @@ func (g *guest) start(ctx context.Context) error {
 		netdev = "tap,id=n0,ifname=" + g.tap + ",script=no,downscript=no"
 	} else {
 		// restrict=on: the guest reaches nothing but its forwarded ports.
-		g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", "127.0.0.1"
+		g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", cfg.ForwardOn
+		if g.reach == "" {
+			g.reach = "127.0.0.1"
+		}
 		agentPort, err := platform.FreePorts("127.0.0.1", 1)
 		if err != nil {
 			return err
 		}
+		// The agent is nearnative's own, on loopback; the servers' ports
+		// where the client host reaches this machine.
 		netdev = "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(agentPort[0]) + "-:" + strconv.Itoa(vmagent.Port)
 		for _, p := range cfg.Forward {
-			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", p, p)
+			netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", g.reach, p, p)
 		}
 		g.agent = vmagent.NewClient("127.0.0.1", token)
 		g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])
@@ -144,6 +155,9 @@ func (g *guest) start(ctx context.Context) error {
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
 		vmagent.ParamName + "=" + "nn-guest",
 	}, " ")
+	if cfg.Bridge != nil && len(cfg.Routes) > 0 {
+		appendArgs += " " + vmagent.ParamRoutes + "=" + strings.Join(cfg.Routes, ",")
+	}
 	accel, cpu := "tcg,thread=multi", "max"
 	if cfg.Accel == "kvm" {
 		accel, cpu = "kvm", "host"

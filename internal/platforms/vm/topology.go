@@ -31,7 +31,7 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
-	ports, err := deploy.Ports(plan, "127.0.0.1")
+	ports, err := deploy.Ports(plan, p.env.ClientHost().ServerAddr())
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (s *vmSite) startProc(ctx context.Context, vg *vmGuest, m deploy.Member, cp
 		return nil, err
 	}
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: vg.g.ip, Ports: s.ports[m.Server.ID], Dir: dir}
+	l := platform.Listen{Host: vg.g.ip, Ports: s.ports[m.Server.ID], Dir: dir, From: s.p.from(vg.g)}
 	argv := spec.Command(l)
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("server %s: empty command", spec.Name)
@@ -363,7 +363,7 @@ func (s *vmSite) startProc(ctx context.Context, vg *vmGuest, m deploy.Member, cp
 func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member, cpus string) (platform.Server, error) {
 	vg, spec := g.guest, m.Spec
 	hostDir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: platform.ContainerDir}
+	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: platform.ContainerDir, From: s.p.from(vg.g)}
 	if s.p.kind == KindDockerHost {
 		l.Host = vg.g.ip
 	}
@@ -436,7 +436,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 func (s *vmSite) startSupervised(ctx context.Context, g *vmGroup, m deploy.Member, cpus string) (platform.Server, error) {
 	spec := m.Spec
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: dir}
+	l := platform.Listen{Host: "0.0.0.0", Ports: s.ports[m.Server.ID], Dir: dir, From: s.p.from(g.guest.g)}
 	if s.p.kind == KindDockerHost {
 		l.Host = g.guest.g.ip
 	}

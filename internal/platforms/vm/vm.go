@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/state"
@@ -155,6 +157,9 @@ func (p *Platform) Check(ctx context.Context) error {
 	if _, err := Probe(ctx); err != nil {
 		return platform.Unavailablef("%v", err)
 	}
+	if err := p.env.ClientHost().CanRoute(); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
 	return nil
 }
 
@@ -222,6 +227,12 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 		} else if p.br, err = newBridge(p.env.Run); err != nil {
 			// Describe() states the fallback and why, with every result.
 			p.userNet = "the bridge could not be made: " + err.Error()
+		} else if err = p.env.ClientHost().Route(ctx, p.br.subnet()); err != nil {
+			// The client host reaches the guests through this machine,
+			// as an outside client reaches a VM's address.
+			rerr := p.br.remove()
+			p.br = nil
+			return errors.Join(fmt.Errorf("%s: %w", p.name, err), rerr)
 		}
 	}
 	if p.kind == platform.VM {
@@ -271,6 +282,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 	cfg := guestConfig{
 		Run: p.env.Run, Name: name, Accel: p.probe.Accel, VCPUs: vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: p.disk.Path, Bridge: p.br, Forward: forward, Index: p.next,
+		ForwardOn: p.env.ClientHost().ServerAddr(), Routes: p.clientRoutes(),
 		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
 	p.mu.Unlock()
@@ -282,12 +294,39 @@ func (p *Platform) where(g *guest) string {
 	if g.cfg.Accel != "kvm" {
 		accel = EmulatedNote
 	}
-	net := "on QEMU user-mode networking (fallback: " + p.userNet + "), client via 127.0.0.1 port forwards (slirp)"
+	net := "on QEMU user-mode networking (fallback: " + p.userNet + "), client via " + g.reach + " port forwards (slirp)"
 	if g.cfg.Bridge != nil {
 		net = fmt.Sprintf("at %s on bridge %s (tap %s)", g.ip, g.cfg.Bridge.name, g.tap)
 	}
 	return fmt.Sprintf("QEMU guest, %s, %d vCPUs, %d MiB, disk from %s, booted in %v (not measured), %s",
 		accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
+}
+
+// clientRoutes are the subnets a guest routes back to through the host:
+// the client host's link when the client is in a namespace of its own.
+func (p *Platform) clientRoutes() []string {
+	if c := p.env.ClientHost(); c.Kind() == host.Netns {
+		return []string{c.Subnet().String()}
+	}
+	return nil
+}
+
+// from is where connections to a server in guest g come from: loopback
+// (the guest's own), the client host's subnet (routed through this
+// machine), the guests' bridge (this machine's probes, peers in other
+// guests) or QEMU's user-mode network, and on the vm-docker kinds the
+// guest engine's default bridge (its docker-proxy and containers).
+func (p *Platform) from(g *guest) []netip.Prefix {
+	nets := []netip.Prefix{platform.Loopback, p.env.ClientHost().Subnet()}
+	if g.cfg.Bridge != nil {
+		nets = append(nets, g.cfg.Bridge.subnet())
+	} else {
+		nets = append(nets, netip.MustParsePrefix("10.0.2.0/24"))
+	}
+	if p.kind != platform.VM {
+		nets = append(nets, netip.MustParsePrefix("172.17.0.0/16"))
+	}
+	return platform.Nets(nets...)
 }
 
 func agentFiles(fs []platform.File) []vmagent.File {
@@ -309,7 +348,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	}
 	// Any free port is free in a fresh guest; ask the host for ephemeral
 	// ones, which are also free for the fallback's port forwards.
-	ports, err := platform.AssignPorts(spec, "127.0.0.1")
+	ports, err := platform.AssignPorts(spec, p.env.ClientHost().ServerAddr())
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +381,7 @@ type server struct {
 func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	var err error
 	dir := platform.ContainerDir + "/" + spec.Name
-	l := platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir}
+	l := platform.Listen{Host: s.g.ip, Ports: s.ports, Dir: dir, From: s.p.from(s.g)}
 	s.argv = spec.Command(l)
 	if len(s.argv) == 0 {
 		return fmt.Errorf("server %s: empty command", spec.Name)

@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
@@ -249,6 +251,14 @@ func TestGuestRedis(t *testing.T) {
 	run := runid.New()
 	logDir := t.TempDir()
 	env := platform.Env{Run: run, LogDir: logDir, Image: ref}
+	// The vm's client-host test too: the load comes from a namespace of
+	// the run, routed through this machine to the guests' bridge.
+	ch, err := host.NewNS(ctx, run, host.Setting{Client: host.SettingNetns})
+	if err != nil {
+		t.Fatalf("client host: %v", err)
+	}
+	defer ch.Close(context.Background())
+	env.Client = ch
 	p, err := New("vm", env, state.Home(), platform.Options{}, func(context.Context) (client.APIClient, error) { return eng.API(), nil })
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +297,17 @@ func TestGuestRedis(t *testing.T) {
 	}
 	if err := redisproto.Ping(ctx, addr); err != nil {
 		t.Errorf("PING %s: %v", addr, err)
+	}
+	if c, err := ch.DialContext(ctx, "tcp", addr); err != nil {
+		t.Errorf("the guest's redis at %s from the client host: %v", addr, err)
+	} else {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("PING\r\n"))
+		b := make([]byte, 7)
+		if n, err := io.ReadFull(c, b); err != nil || string(b[:n]) != "+PONG\r\n" {
+			t.Errorf("PING %s from the client host: %q %v", addr, b[:n], err)
+		}
+		c.Close()
 	}
 	checkTokenPrivate(t, run)
 	cpu, err := srv.(platform.CPUReporter).CPUTime(ctx)

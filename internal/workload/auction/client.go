@@ -25,13 +25,22 @@ type Client struct {
 }
 
 // NewClient returns a client of the auction served by nginx at addr
-// (host:port, as the driver on the host reaches it).
-func NewClient(addr string) *Client {
+// (host:port, as the driver's client host reaches it), opening connections
+// with dial (nil: net.Dialer, from this machine).
+func NewClient(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	dc := d.DialContext
+	if dial != nil {
+		dc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+			return dial(ctx, network, addr)
+		}
+	}
 	return &Client{
 		base: "http://" + addr,
 		tr: &http.Transport{
-			DialContext:         d.DialContext,
+			DialContext:         dc,
 			MaxIdleConns:        0, // no limit
 			MaxIdleConnsPerHost: 100_000,
 			IdleConnTimeout:     90 * time.Second,

@@ -60,7 +60,7 @@ var (
 	sessions   = map[string]*factory{}
 )
 
-func newFactory(p map[string]string) (driver.Factory, error) {
+func newFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	addr := p[ParamAddr]
 	if h, port, err := net.SplitHostPort(addr); err != nil || h == "" || port == "" {
 		return nil, fmt.Errorf("parameter %s %q: want nginx's host:port", ParamAddr, addr)
@@ -80,7 +80,7 @@ func newFactory(p map[string]string) (driver.Factory, error) {
 		return nil, fmt.Errorf("%d simulated users need at least as many registered users, the data has %d", f.maxUsers, f.registered)
 	}
 	if f.session == "" {
-		f.c = NewClient(addr)
+		f.c = NewClient(addr, dial)
 		return f, nil
 	}
 	sessionsMu.Lock()
@@ -91,7 +91,7 @@ func newFactory(p map[string]string) (driver.Factory, error) {
 		}
 		return old, nil
 	}
-	f.c = NewClient(addr)
+	f.c = NewClient(addr, dial)
 	sessions[f.session] = f
 	return f, nil
 }

@@ -94,7 +94,7 @@ func twoUsers(t *testing.T, s *auctiontest.Stack) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			ca, cb := NewClient(tc.alice), NewClient(tc.bob)
+			ca, cb := NewClient(tc.alice, nil), NewClient(tc.bob, nil)
 			defer ca.Close()
 			defer cb.Close()
 			rec := newCounter()
@@ -311,7 +311,7 @@ func userModel(t *testing.T, s *auctiontest.Stack) {
 	cycle := CycleTime{Mean: Cycle.Mean / 50, SD: Cycle.SD / 50, Min: Cycle.Min / 50, Max: Cycle.Max / 50, FromStart: true}
 	ctx, cancel := context.WithTimeout(context.Background(), length)
 	defer cancel()
-	c := NewClient(s.Web)
+	c := NewClient(s.Web, nil)
 	defer c.Close()
 	rec := newCounter()
 	acc := NewAccounts(30*5, 7)

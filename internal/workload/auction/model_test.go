@@ -156,7 +156,7 @@ func follower(u *User, auction int64, st *ItemState) *Follower {
 }
 
 func TestChoosers(t *testing.T) {
-	c := NewClient("127.0.0.1:1")
+	c := NewClient("127.0.0.1:1", nil)
 	u := NewUser(c, NewAccounts(10, 1), 1, nil)
 	u.account = 3
 	u.profile.CreditLimit = 10000

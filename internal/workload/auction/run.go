@@ -262,6 +262,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		decide, rules = min(in.coarse, t.Duration), CoarseRules()
 	}
 	c := in.driverConfig(users, addr, decide, string(t.Run), session)
+	c.Client = t.Client
 	clients := []platform.CPUReporter{workload.SelfCPU{}}
 	meter, err := workload.StartCPU(ctx, servers, clients...)
 	if err != nil {

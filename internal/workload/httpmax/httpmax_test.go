@@ -1,11 +1,13 @@
 package httpmax
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/qos"
 	"github.com/nearnative/nearnative/internal/search"
@@ -264,5 +266,36 @@ func TestEstimate(t *testing.T) {
 				t.Errorf("Estimate = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// nsHost is a client over a link, as cliffNote sees it.
+type nsHost struct{ host.Host }
+
+func (nsHost) Kind() host.Kind  { return host.Netns }
+func (nsHost) Describe() string { return "netns veth MTU 1500" }
+
+func TestCliffNote(t *testing.T) {
+	step := func(pass bool, rate, p99 float64) search.Step {
+		b, _ := json.Marshal(stepDetail{Rate: rate, P99Ms: p99})
+		return search.Step{Pass: pass, Value: rate, Detail: b}
+	}
+	steps := []search.Step{step(true, 500, 3), step(false, 1000, 43.8), step(false, 2000, 120)}
+	old := congestionControl
+	t.Cleanup(func() { congestionControl = old })
+	congestionControl = func() string { return "bbr" }
+	got := cliffNote(nsHost{host.LoopbackHost()}, steps)
+	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: over a 1500-byte link") {
+		t.Errorf("note %q", got)
+	}
+	congestionControl = func() string { return "cubic" }
+	if got := cliffNote(nsHost{host.LoopbackHost()}, steps); !strings.Contains(got, "the length of a TCP timer") {
+		t.Errorf("note without BBR %q", got)
+	}
+	if n := cliffNote(host.LoopbackHost(), steps); n != "" {
+		t.Errorf("over loopback: %q, want none (a response is one segment there)", n)
+	}
+	if n := cliffNote(nsHost{host.LoopbackHost()}, steps[2:]); n != "" {
+		t.Errorf("a p99 of 120 ms: %q, want none", n)
 	}
 }

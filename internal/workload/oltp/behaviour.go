@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nearnative/nearnative/apps/dvdstore"
+
 	"github.com/nearnative/nearnative/internal/driver"
 )
 
@@ -127,18 +129,19 @@ func parseBehaviour(p map[string]string) (BehaviourConfig, error) {
 // keep-alive transport, with as many idle connections per web server as
 // the instance has users.
 type factory struct {
-	c  BehaviourConfig
-	tr *http.Transport
+	c    BehaviourConfig
+	tr   *http.Transport
+	dial driver.DialFunc
 }
 
-func newFactory(p map[string]string) (driver.Factory, error) {
+func newFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	c, err := parseBehaviour(p)
 	if err != nil {
 		return nil, err
 	}
-	f := &factory{c: c}
+	f := &factory{c: c, dial: dial}
 	if c.Mode == ModeHTTP {
-		f.tr = NewTransport(c.Threads)
+		f.tr = NewTransport(c.Threads, dial)
 	}
 	return f, nil
 }
@@ -169,7 +172,7 @@ func (f *factory) NewUser(ctx context.Context, id int, rng *rand.Rand) (driver.U
 	if f.c.Mode == ModeHTTP {
 		shop, err = NewHTTPShop(addr, f.tr)
 	} else {
-		shop, err = NewDirectShop(ctx, addr)
+		shop, err = NewDirectShop(ctx, addr, pgconn.DialFunc(f.dial))
 	}
 	if err != nil {
 		return nil, err

@@ -22,9 +22,18 @@ type DirectShop struct {
 	conn *pgx.Conn
 }
 
-// NewDirectShop connects a user to the shop's database at addr.
-func NewDirectShop(ctx context.Context, addr string) (*DirectShop, error) {
-	conn, err := pgx.Connect(ctx, pgserver.DSN(addr, dvdstore.DBName))
+// NewDirectShop connects a user to the shop's database at addr, opening the
+// connection with dial (nil: pgx's own, from this machine; the driver gives
+// the run's client host's).
+func NewDirectShop(ctx context.Context, addr string, dial pgconn.DialFunc) (*DirectShop, error) {
+	cfg, err := pgx.ParseConfig(pgserver.DSN(addr, dvdstore.DBName))
+	if err != nil {
+		return nil, fmt.Errorf("the DVD Store database at %s: %w", addr, err)
+	}
+	if dial != nil {
+		cfg.DialFunc = dial
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the DVD Store database at %s: %w", addr, err)
 	}

@@ -21,10 +21,21 @@ import (
 // server (give it the number of users, so that no user waits for a
 // connection or opens a new one per request), no compression (the pages
 // are small; DVD Store's driver did not ask for it), no proxy.
-func NewTransport(maxConnsPerHost int) *http.Transport {
+// Its connections are opened with dial (nil: net.Dialer), which the driver
+// gives from the run's client host.
+func NewTransport(maxConnsPerHost int, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dc := d.DialContext
+	if dial != nil {
+		dc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+			return dial(ctx, network, addr)
+		}
+	}
 	return &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dc,
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   maxConnsPerHost,

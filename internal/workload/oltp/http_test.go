@@ -41,7 +41,7 @@ func TestHTTPErrors(t *testing.T) {
 				w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			s, err := NewHTTPShop(strings.TrimPrefix(srv.URL, "http://"), NewTransport(2))
+			s, err := NewHTTPShop(strings.TrimPrefix(srv.URL, "http://"), NewTransport(2, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestHTTPErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewHTTPShop("no-port", NewTransport(1)); err == nil {
+	if _, err := NewHTTPShop("no-port", NewTransport(1, nil)); err == nil {
 		t.Error("NewHTTPShop without a port: no error")
 	}
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testenv.Main(m, dvdstoretest.Teardown) }
 
 // shops makes a user's Shop in each mode against the stack.
 func shops(t *testing.T, s *dvdstoretest.Stack) map[string]func() Shop {
-	tr := NewTransport(8)
+	tr := NewTransport(8, nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	return map[string]func() Shop{
 		"http": func() Shop {
@@ -33,7 +33,7 @@ func shops(t *testing.T, s *dvdstoretest.Stack) map[string]func() Shop {
 			return sh
 		},
 		"direct": func() Shop {
-			sh, err := NewDirectShop(context.Background(), s.DBAddr)
+			sh, err := NewDirectShop(context.Background(), s.DBAddr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -263,6 +263,7 @@ const (
 // CPU and the databases' statistics around it.
 func (in *Instance) load(ctx context.Context, t workload.Trial, d *deploy.Deployment, cfg driver.Config, dbAddrs []string) (measured, error) {
 	var m measured
+	cfg.Client = t.Client
 	var servers []platform.Server
 	for _, r := range d.Servers() {
 		servers = append(servers, r.Srv)

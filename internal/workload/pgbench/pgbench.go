@@ -161,7 +161,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 
 	initArgv := in.initArgv(bin, addr)
 	logf(t.Log, "pgbench -i -s %d on %s", in.scale, t.Platform.Name())
-	initRun, err := workload.RunClient(ctx, t.Run, t.RawDir, t.Name+"-pgbench-init.txt", initArgv)
+	initRun, err := workload.RunClient(ctx, t, t.Name+"-pgbench-init.txt", initArgv)
 	res.Commands = append(res.Commands, "init: "+strings.Join(initArgv, " "))
 	if err != nil {
 		return res, err
@@ -181,7 +181,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if err != nil {
 		return res, err
 	}
-	run, err := workload.RunClient(ctx, t.Run, t.RawDir, t.Name+"-pgbench.txt", argv)
+	run, err := workload.RunClient(ctx, t, t.Name+"-pgbench.txt", argv)
 	after, cerr := sysinfo.ReadCPU()
 	// Backends that ended with pgbench's sessions are counted natively once
 	// the postmaster has reaped them.

@@ -215,7 +215,7 @@ func (in *Instance) rate(ctx context.Context, t workload.Trial, addr string, key
 		probeN = 20000
 	}
 	argv := in.benchArgv(addr, probeN, keys)
-	run, err := workload.RunClient(ctx, t.Run, t.RawDir, t.Name+"-probe.csv", argv)
+	run, err := workload.RunClient(ctx, t, t.Name+"-probe.csv", argv)
 	if err != nil {
 		return 0, fmt.Errorf("sizing probe: %w", err)
 	}

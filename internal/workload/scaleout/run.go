@@ -308,6 +308,7 @@ type outcome struct {
 func (in *Instance) experiment(ctx context.Context, t workload.Trial, d *deploy.Deployment, name, addr string, drivers, step int) (outcome, error) {
 	o := outcome{name: name, tiers: map[string]time.Duration{}}
 	c := in.driverConfig(addr, drivers, t.Duration, int64(step+1), string(t.Run))
+	c.Client = t.Client
 	obs, err := d.Observe(ctx)
 	if err != nil {
 		return o, err

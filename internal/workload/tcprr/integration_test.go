@@ -178,7 +178,7 @@ func TestClientWithoutServer(t *testing.T) {
 	in := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "14"})
 	argv := in.clientArgv("127.0.0.1:"+strconv.Itoa(ports[0]), 2*time.Second)
 	var lines int
-	run, err := workload.RunClientLines(context.Background(), runid.New(), raw, "t1-sockperf.txt", argv, func(string) { lines++ })
+	run, err := workload.RunClientOn(context.Background(), nil, runid.New(), raw, "t1-sockperf.txt", argv, func(string) { lines++ })
 	if err != nil {
 		t.Fatalf("runClient: %v (sockperf exits 0 after a refused connection)", err)
 	}
@@ -192,11 +192,11 @@ func TestClientWithoutServer(t *testing.T) {
 	// A cancelled context kills the client and says so.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := workload.RunClientLines(ctx, runid.New(), raw, "t2-sockperf.txt", argv, func(string) {}); err == nil {
+	if _, err := workload.RunClientOn(ctx, nil, runid.New(), raw, "t2-sockperf.txt", argv, func(string) {}); err == nil {
 		t.Error("runClient with a cancelled context: no error")
 	}
 	// A missing tool is a clear error.
-	if _, err := workload.RunClientLines(context.Background(), runid.New(), raw, "t3.txt", []string{"no-such-sockperf"}, func(string) {}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := workload.RunClientOn(context.Background(), nil, runid.New(), raw, "t3.txt", []string{"no-such-sockperf"}, func(string) {}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing tool: %v", err)
 	}
 }

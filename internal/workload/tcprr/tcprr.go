@@ -250,7 +250,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if in.tool == ToolRR {
 		w.start, w.end = rrMarkStart, rrMarkEnd
 	}
-	run, err := workload.RunClientLines(ctx, t.Run, t.RawDir, t.Name+"-"+in.tool+".txt", argv, w.line)
+	run, err := workload.RunClientLines(ctx, t, t.Name+"-"+in.tool+".txt", argv, w.line)
 	if err != nil {
 		return res, err
 	}

@@ -119,7 +119,7 @@ type factory struct {
 	ops   [NumOps]string
 }
 
-func newFactory(p map[string]string) (driver.Factory, error) {
+func newFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	c, err := parseBehaviour(p)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func newFactory(p map[string]string) (driver.Factory, error) {
 	}
 	for _, base := range c.Bases {
 		s, err := NewSite(SiteConfig{Base: base, Counts: c.Counts, Users: c.UsersPerInstance,
-			ConditionalShare: c.ConditionalShare, AttendChance: c.AttendChance, RequestTimeout: c.RequestTimeout})
+			ConditionalShare: c.ConditionalShare, AttendChance: c.AttendChance, RequestTimeout: c.RequestTimeout, Dial: dial})
 		if err != nil {
 			f.Close()
 			return nil, err

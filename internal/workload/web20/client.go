@@ -37,6 +37,9 @@ type SiteConfig struct {
 	AttendChance float64
 	// RequestTimeout bounds one request (30 s when 0).
 	RequestTimeout time.Duration
+	// Dial opens the users' connections (nil: net.Dialer); the driver
+	// gives the run's client host's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (c SiteConfig) withDefaults() SiteConfig {
@@ -88,9 +91,17 @@ func NewSite(cfg SiteConfig) (*Site, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := d.DialContext
+	if cfg.Dial != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+			return cfg.Dial(ctx, network, addr)
+		}
+	}
 	return &Site{cfg: cfg, base: strings.TrimSuffix(cfg.Base, "/"), transport: &http.Transport{
 		Proxy:                 nil,
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          0, // no limit overall
 		MaxIdleConnsPerHost:   cfg.Users + 16,
 		IdleConnTimeout:       90 * time.Second,

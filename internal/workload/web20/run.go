@@ -249,6 +249,7 @@ type opRecord struct {
 func (in *Instance) measure(ctx context.Context, t workload.Trial, d *deploy.Deployment, users int, bases []string, counts olio.Counts,
 	ramp, steady time.Duration, seed int64, step int) (*record, error) {
 	c := in.driverConfig(users, bases, counts, ramp, steady, seed, string(t.Run))
+	c.Client = t.Client
 	var servers []platform.Server
 	for _, r := range d.Servers() {
 		servers = append(servers, r.Srv)
