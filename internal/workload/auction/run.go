@@ -210,11 +210,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
-	switch sr.Reason {
-	case search.ReasonVerified:
-	case search.ReasonMaxPassed:
-		res.Notes = append(res.Notes, fmt.Sprintf("the peak is at least %d users: the search's maximum passed (raise %s, and %s for the data, to find the real peak)", in.searchMax, pSearchMax, pMaxUsers))
-	default:
+	if c, ok := sr.CeilingOf(MetricPeakUsers); ok {
+		res.Notes = append(res.Notes, c.Note(), fmt.Sprintf("no number of users up to %g failed (raise %s, and %s for the data, or %s, to find the real peak)", sr.Max, pSearchMax, pMaxUsers, pMaxSteps))
+	} else if sr.Reason != search.ReasonVerified {
 		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the peak is the best pass, not verified")
 	}
 	if dt.Saturation.Saturated {

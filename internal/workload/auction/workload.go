@@ -248,8 +248,12 @@ func (in *Instance) rules() qos.Set { return Rules(in.mixTol, in.mixSigmas) }
 
 // searchConfig is the find-max search over whole users.
 func (in *Instance) searchConfig() search.Config {
+	is := "the data's limit"
+	if in.searchMax < in.size.MaxUsers {
+		is = "the users allowed, " + pSearchMax
+	}
 	return search.Config{Start: float64(in.start), Min: 1, Max: float64(in.searchMax), Tolerance: in.tolerance,
-		Step: in.fineStep, Integer: true, MaxSteps: in.maxSteps}
+		Step: in.fineStep, Integer: true, MaxSteps: in.maxSteps, MaxIs: is}
 }
 
 // driverConfig is the driver run of one step: users simulated users at

@@ -105,7 +105,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		lb:          v.String("lb"),
 		backends:    v.Int("backends"),
 		search: search.Config{Start: v.Float("start_rate"), Max: v.Float("max_rate"), Min: 1,
-			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
+			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps"), MaxIs: "the rate cap, max_rate"},
 		warmup: v.Duration("step_warmup"),
 		coarse: v.Duration("coarse_interval"),
 	}
@@ -312,7 +312,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
-	if sr.Reason != search.ReasonVerified {
+	if c, ok := sr.CeilingOf(MetricMaxRate); ok {
+		res.Notes = append(res.Notes, c.Note())
+	} else if sr.Reason != search.ReasonVerified {
 		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
 	}
 	if d.Saturation.Saturated {

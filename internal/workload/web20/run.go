@@ -181,7 +181,9 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
-	if sr.Reason != search.ReasonVerified {
+	if c, ok := sr.CeilingOf(MetricMaxUsers); ok {
+		res.Notes = append(res.Notes, c.Note())
+	} else if sr.Reason != search.ReasonVerified {
 		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
 	}
 	res.Notes = append(res.Notes, rec.notes()...)

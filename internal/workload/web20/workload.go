@@ -156,7 +156,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		Connections: v.Int("nginx_connections"), BufferPool: v.String("buffer_pool"), Drivers: v.Int("drivers"),
 		StepRamp: v.Duration("step_ramp"), DBVCPUs: v.Int(ParamDBVCPUs),
 		Search: search.Config{Start: float64(v.Int("start_users")), Max: float64(v.Int("max_users")), Min: 1, Integer: true,
-			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
+			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps"), MaxIs: "the users allowed, max_users"},
 	}
 	for _, p := range strings.Split(v.String(ParamVMSplit), ",") {
 		if p = strings.TrimSpace(p); p != "" {
