@@ -333,7 +333,7 @@ func TestSampleSizeTolerances(t *testing.T) {
 		want float64
 	}{
 		{33.37, 800, 3.5 * 100 * math.Sqrt(0.3337*0.6663/800)}, // 5.83 points
-		{33.37, 1000000, 2},                                      // the seed's
+		{33.37, 1000000, 2}, // the seed's
 		{33.37, 0, 2},
 		{0, 800, 2},
 	} {
