@@ -189,7 +189,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.New("host", env, a.dir, platform.Options{})
 		},
-		NoWait: f.noWait, Notes: notes,
+		NoWait: f.noWait, Notes: notes, LoadProbe: engine.MeasureLoad,
 	})
 	for name, why := range opener.Skipped {
 		fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)

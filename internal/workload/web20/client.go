@@ -37,6 +37,11 @@ type SiteConfig struct {
 	AttendChance float64
 	// RequestTimeout bounds one request (30 s when 0).
 	RequestTimeout time.Duration
+	// Tag goes into the names of the people the users register, so that
+	// the users of two driver runs on the same data (the steps of a
+	// find-max search) never register the same name twice: the names are
+	// unique in Olio's person table.
+	Tag string
 }
 
 func (c SiteConfig) withDefaults() SiteConfig {

@@ -70,7 +70,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 // fixed runs the users once and reports the seed's figures.
 func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deployment, bases []string, counts olio.Counts, res *workload.Result) error {
 	users := in.s.Users
-	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, userSeed(t.Round, 0), 0)
+	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, userSeed(t.Round, 0), 0, "")
 	if err != nil {
 		return err
 	}
@@ -117,11 +117,25 @@ func rampNote(rampUp, cycle time.Duration) string {
 }
 
 // findMax searches for the most users per instance that pass every rule.
+//
+// The users persist from step to step, as Weathervane's do (in process; a
+// child driver's start fresh each step): a step adds users to or removes
+// them from those of the step before, which go on where they were in the
+// Markov chain, logged in, with their browser caches. Fresh users at every
+// step would all start at HomePage with cold caches, and a step's decision
+// interval would count their first few operations, whose mix is not the
+// chain's (HomePage about 2.7 points low after a 5 s ramp-up: a bias the mix
+// rule would fail however large the sample).
 func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Deployment, bases []string, counts olio.Counts, res *workload.Result) error {
+	session := ""
+	if in.s.Drivers == 0 {
+		session = string(t.Run) + "/" + t.Name
+		defer ReleaseSession(session)
+	}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
 		users := int(st.Value)
 		ramp := in.s.StepRamp
-		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq)
+		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq, session)
 		if err != nil {
 			return search.Outcome{}, err
 		}
@@ -249,8 +263,8 @@ type opRecord struct {
 // result: CPU of the machine, the servers, each tier and the driver over
 // the load.
 func (in *Instance) measure(ctx context.Context, t workload.Trial, d *deploy.Deployment, users int, bases []string, counts olio.Counts,
-	ramp, steady time.Duration, seed int64, step int) (*record, error) {
-	c := in.driverConfig(users, bases, counts, ramp, steady, seed, string(t.Run))
+	ramp, steady time.Duration, seed int64, step int, session string) (*record, error) {
+	c := in.driverConfig(users, bases, counts, ramp, steady, seed, string(t.Run), session)
 	var servers []platform.Server
 	for _, r := range d.Servers() {
 		servers = append(servers, r.Srv)

@@ -40,6 +40,15 @@ const (
 	quickRampDown = "2s"
 )
 
+// QuickSigmas is qos_sigmas under --quick: the mix and p90 rules allow 3.5
+// binomial standard errors at the operations a step completed (never less
+// than the seed's ±2 points and 10%). A rule with seven operations tested
+// every step fails one of them by chance in about 1 of 300 steps at 3.5
+// standard errors (two-sided normal tail 4.7e-4 per operation) against 1 of
+// 50 at 3; a chance failure in a search's coarse ramp halves the maximum
+// it finds, and a quick run holds some 80 steps.
+const QuickSigmas = 3.5
+
 // lagLimitShare: the driver's wake-up lag counts as saturation above this
 // share of the smallest p90 limit (a closed loop of 5 s cycles shrugs off
 // a few milliseconds that an open-loop microbenchmark would not).
@@ -87,6 +96,8 @@ func (Workload) Params() []workload.Param {
 			Help: "the users' Markov chain: 7 rows (from) of 7 percentages (to), rows separated by \";\", in the mix's order (Olio's driver)"},
 		{Name: "limit_frequent", Type: workload.Duration, Default: P90Limit[HomePage].String(), Help: "p90 limit of HomePage, Login, TagSearch, EventDetail (the seed: 250ms)"},
 		{Name: "limit_rare", Type: workload.Duration, Default: P90Limit[AddEvent].String(), Help: "p90 limit of PersonDetail, AddPerson, AddEvent (the seed: 500ms)"},
+		{Name: "qos_sigmas", Type: workload.Float, Default: "0", Quick: strconv.FormatFloat(QuickSigmas, 'g', -1, 64), Min: 0, HasMin: true,
+			Help: "0: Faban's mix and p90 rules exactly (the seed's); above 0 the rules know their sample size, for decision intervals far shorter than Faban's: each share's tolerance is the larger of ±2 points and this many binomial standard errors at the operations the interval completed, a p90 fails when the share beyond its limit exceeds 10% by more than this many standard errors, and an operation with none in the interval is not judged (--quick's 20 s steps hold a few hundred operations)"},
 		{Name: "max_failures", Type: workload.Float, Default: "0.01", Min: 0, HasMin: true,
 			Help: "failed operations allowed, a share of each operation's attempts (not a Faban rule: nearnative's, so that a run whose operations fail cannot pass)"},
 		{Name: "conditional_share", Type: workload.Float, Default: strconv.FormatFloat(DefaultConditionalShare, 'g', -1, 64), Min: 0, HasMin: true,
@@ -130,6 +141,7 @@ type Settings struct {
 	LimitFrequent    time.Duration
 	LimitRare        time.Duration
 	MaxFailures      float64
+	Sigmas           float64 // qos_sigmas
 	Conditional      float64
 	Attend           float64
 	RequestTimeout   time.Duration
@@ -151,7 +163,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		Mode: v.String("mode"), Users: v.Int("users"), DataUsers: v.Int("data_users"), DataSeed: uint64(v.Int("data_seed")),
 		RampUp: v.Duration("ramp_up"), RampDown: v.Duration("ramp_down"), Cycle: v.Duration("cycle"),
 		LimitFrequent: v.Duration("limit_frequent"), LimitRare: v.Duration("limit_rare"),
-		MaxFailures: v.Float("max_failures"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
+		MaxFailures: v.Float("max_failures"), Sigmas: v.Float("qos_sigmas"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
 		RequestTimeout: v.Duration("request_timeout"), Children: v.Int("php_children"), Workers: v.Int("nginx_workers"),
 		Connections: v.Int("nginx_connections"), BufferPool: v.String("buffer_pool"), Drivers: v.Int("drivers"),
 		StepRamp: v.Duration("step_ramp"), DBVCPUs: v.Int(ParamDBVCPUs),
@@ -259,7 +271,7 @@ func (in *Instance) Validate() error {
 	if err := in.checkSpecs(); err != nil {
 		return err
 	}
-	c := in.driverConfig(most, []string{"http://127.0.0.1:1"}, olio.CountsFor(size.Users), s.RampUp, time.Second, 1, "")
+	c := in.driverConfig(most, []string{"http://127.0.0.1:1"}, olio.CountsFor(size.Users), s.RampUp, time.Second, 1, "", "")
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("web20 driver settings (users, instances, drivers, driver_cpus, cycle): %w", err)
 	}
@@ -296,20 +308,28 @@ func (s Settings) limits() map[string]time.Duration {
 }
 
 // rules are Faban's pass rules (mix within 2 points, p90 within its limit,
-// mean cycle time within 2%) and nearnative's failure rule.
+// mean cycle time within 2%) and nearnative's failure rule; with qos_sigmas
+// the mix and p90 rules know their sample size (qos.MixPoints,
+// qos.Percentile).
 func (in *Instance) rules() qos.Set {
 	mix := map[string]float64{}
 	for _, op := range Ops {
 		mix[op.String()] = in.s.Mix[op]
 	}
-	set := qos.Faban(qos.FabanSpec{Mix: mix, MixPoints: MixTolerancePoints, Quantile: 0.9, Limits: in.s.limits(), CycleTolerance: CycleTolerance})
+	set := qos.Faban(qos.FabanSpec{Mix: mix, MixPoints: MixTolerancePoints, Quantile: 0.9, Limits: in.s.limits(), CycleTolerance: CycleTolerance,
+		Sigmas: in.s.Sigmas})
 	return append(set, qos.Failures{Max: in.s.MaxFailures})
 }
 
 // driverConfig is one driver run: users per instance over the instances
-// at bases, with these phases.
-func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, ramp, steady time.Duration, seed int64, run string) driver.Config {
+// at bases, with these phases; a find-max step's run keeps its users in
+// session (ParamSession) for the next step.
+func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, ramp, steady time.Duration, seed int64, run, session string) driver.Config {
 	s := in.s
+	pool := users // the sites' idle connections, one per user
+	if session != "" {
+		pool = max(users, int(s.Search.Max))
+	}
 	minCycle := map[string]time.Duration{}
 	for _, op := range Ops {
 		if MinCycle[op] > 0 {
@@ -322,8 +342,9 @@ func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, 
 	}
 	c := driver.Config{
 		Behaviour: Behaviour,
-		Params: BehaviourConfig{Bases: bases, Counts: counts, UsersPerInstance: users, Matrix: s.Matrix,
-			ConditionalShare: nonZero(s.Conditional), AttendChance: nonZero(s.Attend), RequestTimeout: s.RequestTimeout}.Params(),
+		Params: BehaviourConfig{Bases: bases, Counts: counts, UsersPerInstance: pool, Matrix: s.Matrix,
+			ConditionalShare: nonZero(s.Conditional), AttendChance: nonZero(s.Attend), RequestTimeout: s.RequestTimeout,
+			Tag: strconv.FormatInt(seed, 36), Session: session}.Params(),
 		Mode:  driver.Closed,
 		Users: users * len(bases),
 		Pacing: driver.Pacing{Mode: driver.Cycle, MinCycle: minCycle,
