@@ -192,6 +192,12 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	if in.s.Search.Tolerance > search.DefaultTolerance {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search stops within %g%% (coarser than Weathervane's %g%%: a quick search)", in.s.Search.Tolerance*100, search.DefaultTolerance*100))
 	}
+	if in.s.MaxSized {
+		res.Notes = append(res.Notes, fmt.Sprintf("the search tries at most %g users per instance, sized from the machine (max_users 0: %d per CPU among the instances), from %g", in.s.Search.Max, UsersPerCPU, in.s.Search.Start))
+	}
+	if in.s.Sigmas > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("Faban's mix and p90 rules know each step's sample size (qos_sigmas %g): a share's tolerance is the larger of ±%g points and %g binomial standard errors at the operations the step completed; a p90 fails when the share beyond its limit exceeds 10%% by more than %g standard errors; an operation with none in the step is not judged. The seed's rules are these with qos_sigmas 0", in.s.Sigmas, MixTolerancePoints, in.s.Sigmas, in.s.Sigmas))
+	}
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
