@@ -174,8 +174,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	res.Notes = append(res.Notes, ClosedLoopNote, in.searchNote(t, sr),
-		fmt.Sprintf("data for %d users (template %s, %.0f MB) copied in %v; the servers ready in %v",
-			in.size.MaxUsers, p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
+		fmt.Sprintf("data for %d users%s (template %s, %.0f MB) copied in %v; the servers ready in %v",
+			in.size.MaxUsers, in.sizedNote(), p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
 	res.Notes = append(res.Notes, in.quickNotes(t.Duration)...)
 	if !sr.Found {
 		return res, workload.StopUnit(&SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))})
