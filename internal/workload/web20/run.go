@@ -91,10 +91,23 @@ func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deplo
 	res.Where = appendNew(res.Where, rec.CPUSources...)
 	res.Notes = append(res.Notes, in.describe(users), rec.summary(), rec.CPUNote)
 	res.Notes = append(res.Notes, rec.notes()...)
+	if n := in.sigmasNote(); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	if n := rampNote(in.s.RampUp, in.s.Cycle); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
 	return nil
+}
+
+// sigmasNote says, when qos_sigmas makes Faban's rules know their sample
+// size, what they are; "" for the seed's rules.
+func (in *Instance) sigmasNote() string {
+	if in.s.Sigmas <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("Faban's mix and p90 rules know the interval's sample size (qos_sigmas %g): a share's tolerance is the larger of ±%g points and %g binomial standard errors at the operations the interval completed; a p90 fails when the share beyond its limit exceeds 10%% by more than %g standard errors; an operation with none in the interval is not judged. The seed's rules are these with qos_sigmas 0",
+		in.s.Sigmas, MixTolerancePoints, in.s.Sigmas, in.s.Sigmas)
 }
 
 // transientCycles is the ramp-up, in mean cycles, after which the users'
@@ -195,8 +208,8 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	if in.s.MaxSized {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search tries at most %g users per instance, sized from the machine (max_users 0: %d per CPU among the instances), from %g", in.s.Search.Max, UsersPerCPU, in.s.Search.Start))
 	}
-	if in.s.Sigmas > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("Faban's mix and p90 rules know each step's sample size (qos_sigmas %g): a share's tolerance is the larger of ±%g points and %g binomial standard errors at the operations the step completed; a p90 fails when the share beyond its limit exceeds 10%% by more than %g standard errors; an operation with none in the step is not judged. The seed's rules are these with qos_sigmas 0", in.s.Sigmas, MixTolerancePoints, in.s.Sigmas, in.s.Sigmas))
+	if n := in.sigmasNote(); n != "" {
+		res.Notes = append(res.Notes, n)
 	}
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
