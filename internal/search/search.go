@@ -15,6 +15,9 @@
 // apps.md does not say what to do when the very first load fails; here the
 // coarse ramp then runs downwards (dividing by the same factor) to a first
 // pass, and the fine search starts 10% below the lowest failure above it.
+// Nor when a failure overrules the only pass (a failed verification on a
+// noisy machine): the fine search then steps down no faster than the coarse
+// ramp, dividing by its factor at most.
 package search
 
 import (
@@ -372,6 +375,13 @@ func Next(c Config, hist []Step) (Decision, error) {
 		next = v - s.step
 		if s.hasPass && next <= s.maxPass {
 			next = v - shrinkDown*(v-s.maxPass)
+		}
+		if !s.hasPass {
+			// Nothing passes below (the only pass was overruled, as a
+			// failed verification does): step down no faster than the
+			// coarse ramp would. A step grown by fails in a row could
+			// otherwise jump to a tenth of the load (400 to 40).
+			next = math.Max(next, v/c.Factor)
 		}
 	}
 	next = s.clamp(c, c.round(next))

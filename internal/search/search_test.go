@@ -129,6 +129,14 @@ func TestNextScripted(t *testing.T) {
 			// would cross 11200, so three quarters of the gap: 11350
 			{Fine, 11350}},
 	}, {
+		// A failed verification overrules the only pass: two fails in a
+		// row have grown the step from 160 to 360, but the search steps
+		// down no faster than the coarse ramp (halving), not to 40.
+		name:  "the only pass overruled: no jump below half",
+		cfg:   Config{Start: 800, Max: 3200, Integer: true, Tolerance: 0.15, Step: 0.2},
+		judge: script([]bool{false, true, false, false, false, false}, threshold(300)),
+		steps: []want{{Coarse, 800}, {Coarse, 400}, {Fine, 720}, {Fine, 560}, {Fine, 440}, {Verify, 400}, {Fine, 200}},
+	}, {
 		name:  "whole users",
 		cfg:   Config{Start: 10, Integer: true},
 		judge: threshold(27),

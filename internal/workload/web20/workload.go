@@ -123,7 +123,7 @@ func (Workload) Params() []workload.Param {
 			Help: "find-max: the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%)"},
 		{Name: "fine_step", Type: workload.Float, Default: strconv.FormatFloat(search.DefaultStep, 'g', -1, 64), Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "find-max: the fine search's first step, a fraction of the first failing user count (Weathervane: 5%; a larger one closes the bracket in fewer steps)"},
-		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "8", Min: 2, HasMin: true, Help: "find-max: the search stops after this many steps and reports its best pass unverified"},
+		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "7", Min: 2, HasMin: true, Help: "find-max: the search stops after this many steps and reports its best pass unverified"},
 		{Name: "step_ramp", Type: workload.Duration, Default: "1m", Quick: "3s", Help: "find-max: ramp-up of each step before its decision interval (the study's trial length); the users of the step before go on, the new ones start over it"},
 	}
 	return append(ps, workload.TopologyParams(workload.TopologyDefaults{

@@ -319,7 +319,7 @@ func TestRulesAreFaban(t *testing.T) {
 // TestEstimate: a fixed trial is its ramps and the trial beside the stack's
 // start; a find-max trial (quick: from a quarter of the machine-sized
 // maximum, doubling past the assumed peak of half of it, in 3 coarse steps,
-// then fine steps within the cap of 8) is its steps, each a step ramp, the
+// then fine steps within the cap of 7) is its steps, each a step ramp, the
 // trial, the ramp-down and the step's overhead.
 func TestEstimate(t *testing.T) {
 	fixed, err := newInstance(t, nil, true)
