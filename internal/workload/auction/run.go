@@ -165,8 +165,30 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	// changes the load (in process; child drivers start fresh each step).
 	session := string(t.Run) + "/" + t.Name
 	defer ReleaseSession(session)
+	// After a failing step the stack first works off what the overload
+	// queued (workload.Settle), so that the next step measures the load it
+	// is given.
+	lastFailed := false
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, web[0], session, d, servers, tiers)
+		if lastFailed {
+			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+				ts, err := readTiers(ctx, tiers)
+				var sum time.Duration
+				for _, v := range ts {
+					sum += v
+				}
+				return sum, err
+			})
+			if err != nil {
+				return search.Outcome{}, in.serverError(ctx, t, d, err)
+			}
+			if !drained {
+				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step; measuring anyway\n", t.Name, waited.Round(time.Second))
+			}
+		}
+		out, err := in.step(ctx, t, st, web[0], session, d, servers, tiers)
+		lastFailed = err == nil && !out.Pass
+		return out, err
 	}
 	cfg := in.searchConfig()
 	sr, err := search.Run(ctx, cfg, t.Steps, exec)
