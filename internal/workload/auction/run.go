@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -89,6 +90,9 @@ type stepDetail struct {
 	QoS           qos.Verdict         `json:"qos"`
 	Commands      []string            `json:"commands,omitempty"`
 	Examples      map[string][]string `json:"failure_examples,omitempty"`
+	// Settled is how long, in seconds, the servers took after a failing
+	// step to work off the overload's backlog (workload.Settle).
+	Settled float64 `json:"settled_s,omitempty"`
 }
 
 // opStats is one operation's figures in a step.
@@ -165,30 +169,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	// changes the load (in process; child drivers start fresh each step).
 	session := string(t.Run) + "/" + t.Name
 	defer ReleaseSession(session)
-	// After a failing step the stack first works off what the overload
-	// queued (workload.Settle), so that the next step measures the load it
-	// is given.
-	lastFailed := false
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		if lastFailed {
-			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-				ts, err := readTiers(ctx, tiers)
-				var sum time.Duration
-				for _, v := range ts {
-					sum += v
-				}
-				return sum, err
-			})
-			if err != nil {
-				return search.Outcome{}, in.serverError(ctx, t, d, err)
-			}
-			if !drained {
-				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step; measuring anyway\n", t.Name, waited.Round(time.Second))
-			}
-		}
-		out, err := in.step(ctx, t, st, web[0], session, d, servers, tiers)
-		lastFailed = err == nil && !out.Pass
-		return out, err
+		return in.step(ctx, t, st, web[0], session, d, servers, tiers)
 	}
 	cfg := in.searchConfig()
 	sr, err := search.Run(ctx, cfg, t.Steps, exec)
@@ -313,6 +295,27 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	}
 	verdict := rules.Evaluate(r.QoS())
 	dt := detail(r, verdict, acct, tier0, tier1, users)
+	if !verdict.Pass {
+		// An overloaded stack goes on serving what the overload queued
+		// after the driver stops: let it work that off (workload.Settle)
+		// before the health check, which a swamped nginx answers late,
+		// and before the next step, which would meet the backlog.
+		waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+			ts, err := readTiers(ctx, tiers)
+			var sum time.Duration
+			for _, v := range ts {
+				sum += v
+			}
+			return sum, err
+		})
+		if err != nil {
+			return search.Outcome{}, in.serverError(ctx, t, d, err)
+		}
+		dt.Settled = waited.Seconds()
+		if !drained {
+			fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users\n", t.Name, waited.Round(time.Second), users)
+		}
+	}
 	// A server that died, or an app server that lost the broker, ends the
 	// search for this platform rather than passing or failing the step: a
 	// step can pass without a broker (every long poll simply waits), and
@@ -342,13 +345,31 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 // healthy checks that no server has exited and that the application,
 // through nginx, still answers its health check (which fails when an app
 // server has lost its broker or database).
+//
+// A health check that times out while every server runs is a stack still
+// swamped by an overload, not a broken one: it is asked again, up to
+// healthTries times, before the platform is given up.
 func healthy(ctx context.Context, d *deploy.Deployment, addr string) error {
-	if err := d.Check(ctx); err != nil {
-		return err
+	for try := 1; ; try++ {
+		if err := d.Check(ctx); err != nil {
+			return err
+		}
+		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+		err := app.WebReady(hctx, addr)
+		cancel()
+		if err == nil || try == healthTries || ctx.Err() != nil || !timedOut(err) {
+			return err
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	return app.WebReady(ctx, addr)
+}
+
+// healthTries bounds the health checks of a swamped stack after a step.
+const healthTries = 4
+
+// timedOut reports whether err is a request that ran out of time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // healthTimeout bounds the health check after each step.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -379,3 +380,27 @@ func TestEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedOut: a swamped stack's health check (a request that ran out of
+// time) is asked again; any other failure ends the platform's search.
+func TestTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("nginx 192.0.2.2:1: %w", &url.Error{Op: "Get", URL: "http://192.0.2.2:1/", Err: timeoutErr{}}), true},
+		{fmt.Errorf("nginx 192.0.2.2:1: connection refused"), false},
+		{fmt.Errorf("nginx 192.0.2.2:1: the home page is not the auction's"), false},
+	} {
+		if got := timedOut(tc.err); got != tc.want {
+			t.Errorf("timedOut(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "Client.Timeout exceeded while awaiting headers" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

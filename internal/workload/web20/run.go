@@ -145,27 +145,7 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		session = string(t.Run) + "/" + t.Name
 		defer ReleaseSession(session)
 	}
-	// After a failing step the servers first work off what the overload
-	// queued (workload.Settle), so that the next step measures the load it
-	// is given.
-	lastFailed := false
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		if lastFailed {
-			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-				ts, err := tierCPU(ctx, d)
-				var sum time.Duration
-				for _, v := range ts {
-					sum += v
-				}
-				return sum, err
-			})
-			if err != nil {
-				return search.Outcome{}, err
-			}
-			if !drained {
-				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step; measuring anyway\n", t.Name, waited.Round(time.Second))
-			}
-		}
 		users := int(st.Value)
 		ramp := in.s.StepRamp
 		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq, session)
@@ -181,7 +161,25 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		}
 		summary := fmt.Sprintf("%s %d users per instance: %s", st.Phase, users, rec.summary())
 		fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
-		lastFailed = !rec.QoS.Pass
+		if !rec.QoS.Pass {
+			// An overloaded stack goes on serving what the overload queued
+			// after the driver stops: let it work that off before the next
+			// step, which would meet the backlog (workload.Settle).
+			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+				ts, err := tierCPU(ctx, d)
+				var sum time.Duration
+				for _, v := range ts {
+					sum += v
+				}
+				return sum, err
+			})
+			if err != nil {
+				return search.Outcome{}, err
+			}
+			if !drained {
+				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users per instance\n", t.Name, waited.Round(time.Second), users)
+			}
+		}
 		return search.Outcome{Pass: rec.QoS.Pass, Summary: summary, Detail: b}, nil
 	}
 	sr, err := search.Run(ctx, in.s.Search, t.Steps, exec)
