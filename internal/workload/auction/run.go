@@ -447,8 +447,8 @@ func detail(r *driver.Result, v qos.Verdict, a workload.CPUAccount, tier0, tier1
 // searchNote says how the search ran.
 func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
 	cfg := in.searchConfig()
-	return fmt.Sprintf("find-max over users (Weathervane's findMax): a coarse ramp from %d users doubling (%v decisions: >= 99.9%% of timed operations within their limits, <= %g%% failures), then fine steps and a verification with %v decisions (>= 99%% of each timed operation within its limit, each share within %g%% of its target or %g standard errors, <= %g%% failures) to within %g%%, at most %d users; each step a fresh set of users over a %v ramp and a %v warm-up; %d steps",
-		in.start, min(in.coarse, t.Duration), MaxFailurePercent, t.Duration, in.mixTol*100, in.mixSigmas, MaxFailurePercent,
+	return fmt.Sprintf("find-max over users (Weathervane's findMax): a coarse ramp from %d users multiplied by %g (%v decisions: >= 99.9%% of timed operations within their limits, <= %g%% failures), then fine steps and a verification with %v decisions (>= 99%% of each timed operation within its limit, each share within %g%% of its target or %g standard errors, <= %g%% failures) to within %g%%, at most %d users; each step a fresh set of users over a %v ramp and a %v warm-up; %d steps",
+		in.start, cfg.Factor, min(in.coarse, t.Duration), MaxFailurePercent, t.Duration, in.mixTol*100, in.mixSigmas, MaxFailurePercent,
 		cfg.Tolerance*100, in.searchMax, in.rampUp, in.warmup, len(sr.Steps))
 }
 

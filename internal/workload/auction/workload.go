@@ -44,6 +44,7 @@ const (
 	pItemIdle       = "item_idle"
 	pWebWorkers     = "web_workers"
 	pTolerance      = "tolerance"
+	pRampFactor     = "ramp_factor"
 	pFineStep       = "fine_step"
 	pMaxSteps       = "max_steps"
 	pRampUp         = "ramp_up"
@@ -92,6 +93,8 @@ func (Workload) Params() []workload.Param {
 		{Name: pWebWorkers, Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "nginx worker processes (0: one per CPU nginx sees)"},
 		{Name: pTolerance, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%; ours 5%: a 2-core machine's noise between steps is larger than 1%)"},
+		{Name: pRampFactor, Type: workload.Float, Default: strconv.FormatFloat(search.DefaultFactor, 'g', -1, 64), Quick: "1.5", Min: 1.01, HasMin: true,
+			Help: "the coarse ramp multiplies the users by this after each pass (Weathervane's findMax: 2; --quick: 1.5, so that its first failing step overloads the stack by at most half again: a 2x overload left the quick steps after it failing on the backlog, nginx's connections to Tomcat timing out, for tens of seconds)"},
 		{Name: pFineStep, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the fine search's first step, a fraction of the first failing user count (ours: 5%; a larger one closes the bracket in fewer steps)"},
 		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "7", Min: 2, HasMin: true,
@@ -130,6 +133,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		itemIdle:   v.Duration(pItemIdle),
 		webWorkers: v.Int(pWebWorkers),
 		tolerance:  v.Float(pTolerance),
+		factor:     v.Float(pRampFactor),
 		fineStep:   v.Float(pFineStep),
 		maxSteps:   v.Int(pMaxSteps),
 		rampUp:     v.Duration(pRampUp),
@@ -173,6 +177,7 @@ type Instance struct {
 	itemIdle   time.Duration
 	webWorkers int
 	tolerance  float64
+	factor     float64
 	fineStep   float64
 	maxSteps   int
 	rampUp     time.Duration
@@ -217,7 +222,7 @@ func (in *Instance) Validate() error {
 		return fmt.Errorf("parameter %s %g: want a fraction below 0.5", pTolerance, in.tolerance)
 	}
 	if err := in.searchConfig().Validate(); err != nil {
-		return fmt.Errorf("parameters %s, %s, %s, %s: %w", pStartUsers, pSearchMax, pTolerance, pFineStep, err)
+		return fmt.Errorf("parameters %s, %s, %s, %s, %s: %w", pStartUsers, pSearchMax, pTolerance, pRampFactor, pFineStep, err)
 	}
 	// The servers' settings, with placeholder addresses.
 	s := in.stack([]byte("war"), "/data")
@@ -262,7 +267,7 @@ func (in *Instance) searchConfig() search.Config {
 	if in.searchMax < in.size.MaxUsers {
 		is = "the users allowed, " + pSearchMax
 	}
-	return search.Config{Start: float64(in.start), Min: 1, Max: float64(in.searchMax), Tolerance: in.tolerance,
+	return search.Config{Start: float64(in.start), Factor: in.factor, Min: 1, Max: float64(in.searchMax), Tolerance: in.tolerance,
 		Step: in.fineStep, Integer: true, MaxSteps: in.maxSteps, MaxIs: is}
 }
 
@@ -326,6 +331,9 @@ func (in *Instance) quickNotes(trial time.Duration) []string {
 	}
 	if in.mixTol > MixTolerance {
 		below = append(below, fmt.Sprintf("the mix within %g%% of its targets (Weathervane: %g%%)", in.mixTol*100, MixTolerance*100))
+	}
+	if in.factor != 0 && in.factor < search.DefaultFactor {
+		below = append(below, fmt.Sprintf("a coarse ramp by %gx (Weathervane: %gx)", in.factor, search.DefaultFactor))
 	}
 	if in.coarse < time.Minute {
 		below = append(below, fmt.Sprintf("%v coarse intervals (Weathervane: 60 s)", in.coarse))
