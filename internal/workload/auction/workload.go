@@ -383,7 +383,7 @@ func (in *Instance) expectedPeak() float64 {
 // Estimate implements workload.Estimator: the servers' start and the search
 // as search.Simulate plays it against expectedPeak; each step a ramp, a
 // warm-up and a decision over min(coarse_interval, trial) on the coarse
-// ramp, the trial after it.
+// ramp, the trial after it, and its overhead (settling after a failure).
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	steps, err := search.Simulate(in.searchConfig(), in.expectedPeak())
 	if err != nil {
@@ -395,7 +395,19 @@ func (in *Instance) Estimate(trial time.Duration) time.Duration {
 		if st.Phase == search.Coarse {
 			decide = min(in.coarse, trial)
 		}
-		d += in.rampUp + in.warmup + decide
+		d += in.rampUp + in.warmup + decide + stepOverhead
+		if !st.Pass {
+			d += settleEstimate
+		}
 	}
 	return d
 }
+
+// What a step adds to its phases: the driver's start and stop, the CPU
+// readings and the health check (steps of 14-16 s of phases took 17-20 s
+// in run 20261126-232438-fe1c, on a busy machine), and after a failing
+// step the servers' settling (1-5 s there, workload.Settle).
+const (
+	stepOverhead   = 2 * time.Second
+	settleEstimate = 2 * time.Second
+)

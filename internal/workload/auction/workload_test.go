@@ -374,7 +374,14 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("params %v quick %v: %d steps, %d coarse; want %d coarse, %d steps, at most %d", tt.params, tt.quick, len(steps), coarse, tt.coarse, tt.steps, in.maxSteps)
 		}
 		per := in.rampUp + in.warmup
-		want := bootEstimate + time.Duration(coarse)*(per+min(in.coarse, tt.trial)) + time.Duration(len(steps)-coarse)*(per+tt.trial)
+		fails := 0
+		for _, st := range steps {
+			if !st.Pass {
+				fails++
+			}
+		}
+		want := bootEstimate + time.Duration(coarse)*(per+min(in.coarse, tt.trial)) + time.Duration(len(steps)-coarse)*(per+tt.trial) +
+			time.Duration(len(steps))*stepOverhead + time.Duration(fails)*settleEstimate
 		if got := in.Estimate(tt.trial); got != want {
 			t.Errorf("params %v quick %v: estimate %v, want %v", tt.params, tt.quick, got, want)
 		}
