@@ -462,5 +462,16 @@ func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	if err != nil {
 		return stackEstimate + trial
 	}
-	return stackEstimate + time.Duration(len(steps))*(in.s.StepRamp+trial+in.s.RampDown+stepOverhead)
+	d := stackEstimate
+	for _, st := range steps {
+		d += in.s.StepRamp + trial + in.s.RampDown + stepOverhead
+		if !st.Pass {
+			d += settleEstimate
+		}
+	}
+	return d
 }
+
+// settleEstimate is what settling adds after a failing step: one second's
+// reading of the servers' CPU when they are idle (workload.Settle).
+const settleEstimate = time.Second

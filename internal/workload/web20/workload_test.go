@@ -349,7 +349,13 @@ func TestEstimate(t *testing.T) {
 	if coarse != 3 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
 		t.Errorf("find-max: %d steps, %d coarse: %v", len(steps), coarse, steps)
 	}
-	if got, want := fm.Estimate(20*time.Second), stackEstimate+time.Duration(len(steps))*(fm.s.StepRamp+20*time.Second+fm.s.RampDown+stepOverhead); got != want {
+	fails := 0
+	for _, st := range steps {
+		if !st.Pass {
+			fails++
+		}
+	}
+	if got, want := fm.Estimate(20*time.Second), stackEstimate+time.Duration(len(steps))*(fm.s.StepRamp+20*time.Second+fm.s.RampDown+stepOverhead)+time.Duration(fails)*settleEstimate; got != want || fails == 0 {
 		t.Errorf("find-max: %v, want %v", got, want)
 	}
 }
