@@ -284,8 +284,12 @@ func Analyse(trials []store.Trial, o Options) Result {
 	return res
 }
 
-// trialCeilings maps each metric of a trial that a find-max search left at
-// a limit of its own to that limit's name.
+// TrialCeilings maps each metric of a trial that a find-max search left at
+// a limit of its own (its search.Ceiling note) to that limit's name: the
+// value is a lower bound, and no ratio may be taken of it.
+func TrialCeilings(t store.Trial) map[string]string { return trialCeilings(t) }
+
+// trialCeilings is TrialCeilings.
 func trialCeilings(t store.Trial) map[string]string {
 	var out map[string]string
 	for _, n := range t.Notes {
