@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -182,7 +183,16 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 			in.size.MaxUsers, in.sizedNote(), p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
 	res.Notes = append(res.Notes, in.quickNotes(t.Duration)...)
 	if !sr.Found {
-		return res, workload.StopUnit(&SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))})
+		err := &SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))}
+		if sr.Reason == search.ReasonStepCap {
+			// The search ran out of steps before a pass (a loaded machine,
+			// a stack still working off an overload): this trial has no
+			// peak, but another round may; only a stack that fails at the
+			// smallest load stops the platform.
+			err.Reason = fmt.Sprintf("no number of users met the QoS in %d steps (%s), the lowest tried %g: %s", len(sr.Steps), search.ReasonStepCap, lowest(sr.Steps), lastSummary(sr.Steps))
+			return res, err
+		}
+		return res, workload.StopUnit(err)
 	}
 	var atMax search.Step
 	for _, st := range sr.Steps {
@@ -458,6 +468,15 @@ func tierLine(t map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", r, t[r]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// lowest is the smallest load the steps tried.
+func lowest(steps []search.Step) float64 {
+	low := math.Inf(1)
+	for _, st := range steps {
+		low = math.Min(low, st.Value)
+	}
+	return low
 }
 
 func lastSummary(steps []search.Step) string {

@@ -278,6 +278,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 			return res, fmt.Errorf("%w: %w", errTopologyGone, err)
 		}
 	}
+	if !sr.Found && sr.Reason == search.ReasonStepCap {
+		return res, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
+	}
 	if !sr.Found {
 		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
 			in.limit, cfg.Min, maxTailInterval, tailSamples, lastSummary(sr.Steps))

@@ -191,6 +191,9 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		if len(sr.Steps) > 0 {
 			last = sr.Steps[len(sr.Steps)-1].Summary
 		}
+		if sr.Reason == search.ReasonStepCap {
+			return fmt.Errorf("%w in %d steps (%s): %s", errNoPass, len(sr.Steps), search.ReasonStepCap, last)
+		}
 		return fmt.Errorf("%w down to %g users per instance: %s", errNoPass, in.s.Search.Min, last)
 	}
 	var atMax search.Step
