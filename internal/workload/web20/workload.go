@@ -422,6 +422,10 @@ func (in *Instance) describe(users int) string {
 // CPU carries at most about 700 users; on a quiet machine an operation
 // costs less. A machine whose search still passes at the limit reports
 // ">= N (the users allowed, max_users)", not a maximum (search.Ceiling).
+// The data for 3200 users (2 CPUs) holds about 450 MB of tables and
+// indexes, which the default buffer_pool (512m) just holds; on a machine
+// with more CPUs per instance, raise buffer_pool with it, or the search
+// measures MariaDB's reads from disk.
 const UsersPerCPU = 1600
 
 // MachineUsers is max_users sized from the machine for instances Olio
