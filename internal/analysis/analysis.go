@@ -12,15 +12,22 @@
 //   - a percentile metric (a p99) needs, in every trial behind it, at least
 //     stats.MinTailSamples(q) observations; below, the cell says so;
 //   - a diagnostic metric (CPU shares, steal, ...) never gets a verdict: it
-//     goes to Result.Diagnostics, not Result.Tables.
+//     goes to Result.Diagnostics, not Result.Tables;
+//   - a find-max result that stopped at a limit of its own making (the
+//     trial's search.CeilingPrefix note: the data loaded, the users or the
+//     rate the search may try) is a lower bound, not a maximum: its cell
+//     says so (Cell.Ceiling) and gets no ratio and no verdict, and neither
+//     does any cell of a table whose baseline reached its ceiling.
 package analysis
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -60,6 +67,26 @@ type Cell struct {
 	// MinSamples is the fewest observations behind one of the cell's values
 	// (and its baseline's) for a percentile metric; 0 otherwise.
 	MinSamples int64
+	// Ceiling names the limit(s) of the search's own that AtCeiling of the
+	// cell's trials reached (their values, and so the mean, are lower
+	// bounds: "the data's limit"); empty when none did. BaseCeiling is set
+	// on a cell whose baseline reached its ceiling. Either leaves the cell
+	// without ratio and verdict.
+	Ceiling     string
+	AtCeiling   int
+	BaseCeiling bool
+}
+
+// CeilingText says why the cell's mean is only a lower bound: "the data's
+// limit", or "the data's limit in 2 of 5 trials"; "" when it is not.
+func (c Cell) CeilingText() string {
+	if c.AtCeiling == 0 {
+		return ""
+	}
+	if c.AtCeiling >= c.Summary.N {
+		return c.Ceiling
+	}
+	return fmt.Sprintf("%s in %d of %d trials", c.Ceiling, c.AtCeiling, c.Summary.N)
 }
 
 // N is the cell's count: the pairs behind its ratio, or the baseline's
@@ -161,10 +188,12 @@ func (o Options) withDefaults() Options {
 
 type key struct{ w, m, p string }
 
-// point is one counted value with the observations behind it.
+// point is one counted value with the observations behind it, and the
+// limit of the search's own it reached when it is a lower bound.
 type point struct {
 	v       float64
 	samples int64
+	ceiling string
 }
 
 // Analyse computes the result from trials.
@@ -190,12 +219,13 @@ func Analyse(trials []store.Trial, o Options) Result {
 		}
 		res.Counted++
 		rounds[t.Round] = true
+		ceilings := trialCeilings(t)
 		for _, m := range t.Metrics {
 			k := key{t.Workload, m.Name, t.Platform}
 			if values[k] == nil {
 				values[k] = map[int]point{}
 			}
-			values[k][t.Round] = point{m.Value, m.Samples}
+			values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
 			md := meta[[2]string{t.Workload, m.Name}]
 			m.Diagnostic = m.Diagnostic || md.Diagnostic
 			meta[[2]string{t.Workload, m.Name}] = m
@@ -254,6 +284,43 @@ func Analyse(trials []store.Trial, o Options) Result {
 	return res
 }
 
+// TrialCeilings maps each metric of a trial that a find-max search left at
+// a limit of its own (its search.Ceiling note) to that limit's name: the
+// value is a lower bound, and no ratio may be taken of it.
+func TrialCeilings(t store.Trial) map[string]string { return trialCeilings(t) }
+
+// trialCeilings is TrialCeilings.
+func trialCeilings(t store.Trial) map[string]string {
+	var out map[string]string
+	for _, n := range t.Notes {
+		if c, ok := search.ParseCeiling(n); ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[c.Metric] = c.Is
+		}
+	}
+	return out
+}
+
+// ceilingOf returns the distinct limits the values reached, joined, and
+// how many values reached one.
+func ceilingOf(vals map[int]point) (string, int) {
+	var names []string
+	n := 0
+	for _, r := range sortedRounds(vals) {
+		c := vals[r].ceiling
+		if c == "" {
+			continue
+		}
+		n++
+		if !slices.Contains(names, c) {
+			names = append(names, c)
+		}
+	}
+	return strings.Join(names, "; "), n
+}
+
 // metricOrder is the order workload w's metrics first appear in trials.
 func metricOrder(trials []store.Trial, w string) []string {
 	var metrics []string
@@ -277,6 +344,11 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 	c := Cell{Workload: tab.Workload, Metric: tab.Metric, Platform: p, Unit: tab.Unit, HigherIsBetter: tab.HigherIsBetter,
 		Values: sortedValues(vals), IsBaseline: p == o.Baseline, Emulated: emulated}
 	c.Summary = stats.Summarize(c.Values)
+	c.Ceiling, c.AtCeiling = ceilingOf(vals)
+	if !c.IsBaseline {
+		_, atBase := ceilingOf(base)
+		c.BaseCeiling = atBase > 0
+	}
 	nan := math.NaN()
 	switch {
 	case c.IsBaseline:
@@ -301,6 +373,20 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 		c.Ratio = stats.PairedRatio(ps, so)
 		c.Verdict, c.NoVerdict = judge(tab, c.Ratio, o.MinPairs)
 	}
+	if !c.IsBaseline && (c.AtCeiling > 0 || c.BaseCeiling) {
+		// A lower bound over a value, or a value over a lower bound, is no
+		// ratio: say which side stopped at its ceiling instead.
+		c.Ratio = stats.Ratio{N: c.Ratio.N, Ratio: nan, Lo: nan, Hi: nan, HalfWidthPct: nan}
+		if !tab.Diagnostic {
+			c.Verdict = VerdictNA
+			switch {
+			case c.AtCeiling > 0:
+				c.NoVerdict = "a lower bound: the search stopped at " + c.CeilingText()
+			default:
+				c.NoVerdict = "the baseline's value is a lower bound: its search stopped at " + ceilingText(base)
+			}
+		}
+	}
 	if tab.Quantile > 0 {
 		c.MinSamples = minSamples(vals, base, c.IsBaseline)
 		if c.NoVerdict == "" && !c.IsBaseline && c.Verdict != VerdictNA && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(tab.Quantile) {
@@ -312,6 +398,13 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 		res.cellWarnings(tab, c)
 	}
 	return c
+}
+
+// ceilingText is CeilingText of a baseline's values.
+func ceilingText(vals map[int]point) string {
+	c := Cell{Summary: stats.Summary{N: len(vals)}}
+	c.Ceiling, c.AtCeiling = ceilingOf(vals)
+	return c.CeilingText()
 }
 
 // judge returns the verdict of a ratio of a result table, or the reason it
@@ -368,6 +461,9 @@ func (r Result) MaxHalfWidth(include func(Table) bool) (float64, bool) {
 			switch {
 			case c.IsBaseline:
 				continue
+			case c.AtCeiling > 0 || c.BaseCeiling:
+				// A lower bound gets no verdict however many rounds run.
+				continue
 			case t.Quantile > 0 && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(t.Quantile):
 				continue
 			case c.Ratio.N < r.MinPairs || math.IsNaN(c.Ratio.HalfWidthPct):
@@ -390,7 +486,7 @@ func Pairs(trials []store.Trial, workload, metric, base, x string) []stats.Pair 
 		}
 		for _, m := range t.Metrics {
 			if m.Name == metric {
-				vals[t.Platform][t.Round] = point{m.Value, m.Samples}
+				vals[t.Platform][t.Round] = point{v: m.Value, samples: m.Samples}
 			}
 		}
 	}
@@ -413,16 +509,21 @@ func pairs(base, x map[int]point) []stats.Pair {
 }
 
 func sortedValues(m map[int]point) []float64 {
-	var rounds []int
-	for r := range m {
-		rounds = append(rounds, r)
-	}
-	sort.Ints(rounds)
+	rounds := sortedRounds(m)
 	out := make([]float64, 0, len(rounds))
 	for _, r := range rounds {
 		out = append(out, m[r].v)
 	}
 	return out
+}
+
+func sortedRounds(m map[int]point) []int {
+	var rounds []int
+	for r := range m {
+		rounds = append(rounds, r)
+	}
+	sort.Ints(rounds)
+	return rounds
 }
 
 // order returns the names given first (those present), then the remaining

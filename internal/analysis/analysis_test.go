@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 )
@@ -579,5 +580,101 @@ func TestWarningSummary(t *testing.T) {
 	}
 	if got := ws.Texts(); !reflect.DeepEqual(got, []string{"a", "b", "c", "d"}) {
 		t.Errorf("Texts = %q", got)
+	}
+}
+
+// TestCeiling checks the rule for find-max results that stopped at a limit
+// of the search's own: such a cell is a lower bound with no ratio and no
+// verdict, and so is every cell of a table whose baseline reached one.
+func TestCeiling(t *testing.T) {
+	const peak = "peak_users"
+	// at builds a counted find-max trial; limit, when set, is the ceiling
+	// the trial's search reached.
+	at := func(p string, r int, v float64, limit string) store.Trial {
+		tr := store.Trial{Workload: "auction", Platform: p, Round: r,
+			Metrics: []store.Metric{{Name: peak, Unit: "users", HigherIsBetter: true, Value: v}}}
+		if limit != "" {
+			tr.Notes = []string{"find-max over users", search.Ceiling{Metric: peak, Value: v, Is: limit}.Note()}
+		}
+		return tr
+	}
+	tests := []struct {
+		name string
+		// limits[p][r-1] is the ceiling trial r of platform p reached ("" none).
+		limits  map[string][]string
+		values  map[string][]float64
+		want    map[string]string // platform -> CeilingText
+		noRatio map[string]bool
+	}{{
+		name:    "every search at the data's limit",
+		limits:  map[string][]string{"native": {"d", "d", "d", "d", "d"}, "docker-nat": {"d", "d", "d", "d", "d"}},
+		values:  map[string][]float64{"native": {3000, 3000, 3000, 3000, 3000}, "docker-nat": {3000, 3000, 3000, 3000, 3000}},
+		want:    map[string]string{"native": "the data's limit", "docker-nat": "the data's limit"},
+		noRatio: map[string]bool{"docker-nat": true},
+	}, {
+		name:    "some trials of the other platform",
+		limits:  map[string][]string{"native": {"", "", "", "", ""}, "docker-nat": {"", "d", "", "d", ""}},
+		values:  map[string][]float64{"native": {2000, 2100, 1900, 2000, 2050}, "docker-nat": {1800, 3000, 1700, 3000, 1900}},
+		want:    map[string]string{"native": "", "docker-nat": "the data's limit in 2 of 5 trials"},
+		noRatio: map[string]bool{"docker-nat": true},
+	}, {
+		name:    "only the baseline",
+		limits:  map[string][]string{"native": {"d", "", "", "", ""}, "docker-nat": {"", "", "", "", ""}},
+		values:  map[string][]float64{"native": {3000, 2100, 1900, 2000, 2050}, "docker-nat": {1800, 1900, 1700, 1800, 1900}},
+		want:    map[string]string{"native": "the data's limit in 1 of 5 trials", "docker-nat": ""},
+		noRatio: map[string]bool{"docker-nat": true},
+	}, {
+		name:    "no ceiling: ratios as usual",
+		limits:  map[string][]string{"native": {"", "", "", "", ""}, "docker-nat": {"", "", "", "", ""}},
+		values:  map[string][]float64{"native": {2000, 2100, 1900, 2000, 2050}, "docker-nat": {1800, 1900, 1700, 1800, 1900}},
+		want:    map[string]string{"native": "", "docker-nat": ""},
+		noRatio: map[string]bool{},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var trials []store.Trial
+			for _, p := range []string{"native", "docker-nat"} {
+				for i, v := range tc.values[p] {
+					limit := ""
+					if tc.limits[p][i] != "" {
+						limit = "the data's limit"
+					}
+					trials = append(trials, at(p, i+1, v, limit))
+				}
+			}
+			res := Analyse(trials, Options{Baseline: "native", Platforms: []string{"native", "docker-nat"}})
+			for _, p := range []string{"native", "docker-nat"} {
+				c := cell(t, res, "auction", peak, p)
+				if got := c.CeilingText(); got != tc.want[p] {
+					t.Errorf("%s: CeilingText %q, want %q", p, got, tc.want[p])
+				}
+				if c.IsBaseline {
+					continue
+				}
+				hasRatio := !math.IsNaN(c.Ratio.Ratio)
+				if hasRatio == tc.noRatio[p] {
+					t.Errorf("%s: ratio %v (verdict %q, %q), want a ratio: %v", p, c.Ratio.Ratio, c.Verdict, c.NoVerdict, !tc.noRatio[p])
+				}
+				if tc.noRatio[p] && (c.Verdict != VerdictNA || c.NoVerdict == "" || !math.IsNaN(c.Ratio.Lo)) {
+					t.Errorf("%s: verdict %q (%q), interval [%v, %v]: want n/a with the reason and no interval", p, c.Verdict, c.NoVerdict, c.Ratio.Lo, c.Ratio.Hi)
+				}
+			}
+			ceilings := len(res.Warnings.Of(KindCeiling))
+			wantWarn := 0
+			for _, w := range tc.want {
+				if w != "" {
+					wantWarn++
+				}
+			}
+			if ceilings != wantWarn {
+				t.Errorf("%d ceiling warnings, want %d: %v", ceilings, wantWarn, res.Warnings.Texts())
+			}
+			if _, ok := res.MaxHalfWidth(nil); !ok && len(tc.noRatio) == 0 {
+				t.Errorf("MaxHalfWidth not ready without ceilings")
+			}
+			if hw, ok := res.MaxHalfWidth(nil); len(tc.noRatio) > 0 && (!ok || hw != 0) {
+				t.Errorf("MaxHalfWidth = %v, %v: a lower bound must be left out of --until-ci (no verdict ever)", hw, ok)
+			}
+		})
 	}
 }

@@ -20,13 +20,14 @@ const (
 	KindFailed      WarningKind = "failed"
 	KindFewPairs    WarningKind = "few-pairs"
 	KindFewSamples  WarningKind = "few-samples"
+	KindCeiling     WarningKind = "ceiling"
 	KindDisturbed   WarningKind = "disturbed"
 	KindDriver      WarningKind = "driver"
 	KindNoisy       WarningKind = "noisy"
 	KindRawNotSaved WarningKind = "raw-not-saved"
 )
 
-var kindOrder = []WarningKind{KindEmulated, KindFailed, KindFewPairs, KindFewSamples, KindDisturbed, KindDriver, KindNoisy, KindRawNotSaved}
+var kindOrder = []WarningKind{KindEmulated, KindFailed, KindCeiling, KindFewPairs, KindFewSamples, KindDisturbed, KindDriver, KindNoisy, KindRawNotSaved}
 
 // WarningKinds returns every kind in the order reports list them.
 func WarningKinds() []WarningKind { return append([]WarningKind{}, kindOrder...) }
@@ -105,6 +106,7 @@ var describe = map[WarningKind]struct{ phrase, unit, worst string }{
 	KindFailed:      {"failed trials left out", "workload/platform", "most"},
 	KindFewPairs:    {"no verdict: too few pairs", "cell", "fewest"},
 	KindFewSamples:  {"no verdict: percentile from too few samples per trial", "cell", "fewest"},
+	KindCeiling:     {"no maximum found: a find-max search stopped at a limit of its own (a lower bound, no verdict)", "cell", "e.g."},
 	KindDisturbed:   {"disturbed: CPU outside the run above the limit", "trial", "worst"},
 	KindDriver:      {"load generator may be the bottleneck", "workload/platform", "worst"},
 	KindNoisy:       {fmt.Sprintf("CV > %.0f%%", stats.HighCV*100), "cell", "worst"},
@@ -128,8 +130,13 @@ func (res *Result) cellWarnings(tab Table, c Cell) {
 		res.add(Warning{Kind: KindNoisy, Subject: subject, Severity: c.Summary.CV, Shown: fmt.Sprintf("%.1f%%", c.Summary.CV*100),
 			Text: fmt.Sprintf("%s: CV %.1f%% > %.0f%%: noisy, results less certain", subject, c.Summary.CV*100, stats.HighCV*100)})
 	}
+	if c.AtCeiling > 0 {
+		res.add(Warning{Kind: KindCeiling, Subject: subject, Severity: float64(c.AtCeiling), Shown: c.CeilingText(),
+			Text: fmt.Sprintf("%s: >= %g (%s): the search found no failing load below this limit of its own, so the value is a lower bound, not a maximum; raise the limit (its workload parameter) to find the maximum", subject, c.Summary.Mean, c.CeilingText())})
+	}
 	switch {
 	case c.NoVerdict == "" || c.IsBaseline:
+	case c.AtCeiling > 0 || c.BaseCeiling:
 	case c.Ratio.N < res.MinPairs:
 		res.add(Warning{Kind: KindFewPairs, Subject: subject, Severity: float64(res.MinPairs - c.Ratio.N), Shown: fmt.Sprintf("n=%d", c.Ratio.N),
 			Text: fmt.Sprintf("%s: %d pair(s), fewer than the %d a verdict needs: run more rounds", subject, c.Ratio.N, res.MinPairs)})

@@ -133,8 +133,9 @@ func TestPlatformNamingParams(t *testing.T) {
 }
 
 // TestStudiesDurations: `nearnative studies` gives every built-in study
-// the duration its --quick and full runs would print here, or says it is
-// refused; web20-max's quick search, which runs over an hour, says so.
+// the duration its --quick and full runs would print here, or why it
+// cannot run; web20-max's quick search is expected to answer within 20
+// minutes (it ran over an hour before its steps were sized to answer).
 func TestStudiesDurations(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if err := Run(context.Background(), []string{"studies", "--no-check"}, &stdout, &stderr); err != nil {
@@ -154,8 +155,8 @@ func TestStudiesDurations(t *testing.T) {
 		}
 		if i.Name == "web20-max" {
 			d, err := time.ParseDuration(strings.TrimSuffix(strings.TrimPrefix(m[1], "about "), " *"))
-			if err != nil || d < 30*time.Minute {
-				t.Errorf("web20-max --quick: %q, want over 30 minutes", m[1])
+			if err != nil || d > 20*time.Minute {
+				t.Errorf("web20-max --quick: %q, want 20 minutes at most", m[1])
 			}
 		}
 	}

@@ -276,7 +276,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Host: func(env platform.Env) (platform.Platform, error) {
 			return native.Beside("host", env, a.dir)
 		},
-		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap),
+		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,
 	})
 	for name, why := range opener.Skipped {
 		if !f.quiet { // the report's notes say it too

@@ -94,18 +94,24 @@ func (p Plan) Offset(i int64) time.Duration {
 		base += s.Duration
 	}
 	last := p.Segments[len(p.Segments)-1]
-	return base + time.Duration(n/last.To*float64(time.Second))
+	return base + seconds(n/last.To)
 }
+
+// seconds converts to a Duration rounding to the nearest nanosecond, not
+// down: 1025/125 s is 8199999999.999999 ns in floating point, and a request
+// due at exactly the end of a phase must not fall a nanosecond inside it
+// (dueIn counts it out, the collector's time test would count it in).
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
 // segOffset solves From*t + (To-From)/(2D)*t^2 = n for t within one segment.
 func segOffset(s Segment, n float64) time.Duration {
 	if s.From == s.To || s.Duration == 0 {
-		return time.Duration(n / s.From * float64(time.Second))
+		return seconds(n / s.From)
 	}
 	a := (s.To - s.From) / (2 * s.Duration.Seconds())
 	b := s.From
 	t := (-b + math.Sqrt(b*b+4*a*n)) / (2 * a)
-	return time.Duration(t * float64(time.Second))
+	return seconds(t)
 }
 
 // Count is how many requests are due before offset t.

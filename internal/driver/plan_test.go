@@ -76,3 +76,22 @@ func TestPlanValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetAtPhaseEnds: a request due exactly at a phase's end is due at
+// that instant, not a nanosecond before it (floating point made 1025/125 s
+// 8.199999999 s, and the steady phase then counted one request more sent
+// than due).
+func TestOffsetAtPhaseEnds(t *testing.T) {
+	p := Constant(125)
+	for _, tc := range []struct {
+		i    int64
+		want time.Duration
+	}{{25, 200 * time.Millisecond}, {1025, 8200 * time.Millisecond}, {3, 24 * time.Millisecond}} {
+		if got := p.Offset(tc.i); got != tc.want {
+			t.Errorf("Offset(%d) = %v, want %v", tc.i, got, tc.want)
+		}
+	}
+	if n := dueIn(p, 200*time.Millisecond, 8200*time.Millisecond); n != 1000 {
+		t.Errorf("due in the steady phase: %d, want 1000", n)
+	}
+}

@@ -118,6 +118,10 @@ type Config struct {
 	// returns warnings to store with the run (leftovers it could not
 	// remove, or left on purpose); an error stops the run.
 	Reap func(ctx context.Context, run runid.ID, resumed bool, log func(format string, args ...any)) (warnings []string, err error)
+	// LoadProbe, when set, measures the machine's load once the run holds
+	// the measuring lock, before its first trial: a busy machine makes the
+	// run say that it will take longer than its estimate (MeasureLoad).
+	LoadProbe LoadProbe
 }
 
 // Outcome is how a run ended.
@@ -393,6 +397,13 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	prog.Begin(e.run.ID, rounds*len(units), len(e.done), rounds)
 	defer prog.End()
 	prog.Logf("%s", estimateLine(st, e.instances, len(e.done)))
+	if e.cfg.LoadProbe != nil {
+		if l, err := e.cfg.LoadProbe(ctx); err != nil {
+			prog.Logf("the machine's load could not be read (%v): the estimate assumes a quiet machine", err)
+		} else if line := busyLine(l); line != "" {
+			prog.Logf("%s", line)
+		}
+	}
 	if st.UntilCI > 0 {
 		prog.Logf("until-ci %.3g%%: at least %d counted rounds, at most %d rounds or %v", st.UntilCI, st.Rounds, st.MaxRounds, st.MaxTime)
 	}

@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -85,4 +90,84 @@ func Expected(st *study.Study, reg *workload.Registry) (time.Duration, error) {
 		instances[w.Name] = in
 	}
 	return Estimate(st, instances, st.Warmup+st.Rounds), nil
+}
+
+// Load is how busy the machine is as a run starts, before its first trial:
+// the 1-minute load average and the share of the CPUs' time busy over a
+// short sample of /proc/stat (the load average lags: it still counts the
+// build that just ended; the sample says what runs now).
+type Load struct {
+	CPUs     int
+	LoadAvg1 float64
+	Busy     float64 // share of all CPUs' time busy over Sample
+	Sample   time.Duration
+}
+
+// LoadProbe measures the machine's load (MeasureLoad); tests give none.
+type LoadProbe func(ctx context.Context) (Load, error)
+
+// loadSample is how long MeasureLoad watches /proc/stat.
+const loadSample = time.Second
+
+// MeasureLoad reads /proc/loadavg and samples /proc/stat for a second.
+func MeasureLoad(ctx context.Context) (Load, error) {
+	l := Load{CPUs: sysinfo.CPUCount(), Sample: loadSample}
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l, fmt.Errorf("reading the load average: %w", err)
+	}
+	if l.LoadAvg1, err = parseLoadAvg(string(b)); err != nil {
+		return l, err
+	}
+	a, err := sysinfo.ReadCPU()
+	if err != nil {
+		return l, err
+	}
+	t := time.NewTimer(loadSample)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return l, ctx.Err()
+	case <-t.C:
+	}
+	z, err := sysinfo.ReadCPU()
+	if err != nil {
+		return l, err
+	}
+	l.Busy = a.Delta(z).Utilisation
+	return l, nil
+}
+
+// parseLoadAvg returns the 1-minute load average of /proc/loadavg's text.
+func parseLoadAvg(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return 0, fmt.Errorf("parsing the load average %q: empty", s)
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing the load average %q: %w", s, err)
+	}
+	return v, nil
+}
+
+// busyShare is the share of the CPUs' time busy before the first trial
+// above which a run is said to start on a busy machine: an idle machine's
+// own daemons use a few percent; a quarter of the CPUs taken by other work
+// leaves the run's servers, driver and start-ups less than they assume.
+const busyShare = 0.25
+
+// busyLine says, when the machine is busy as the run starts, that the run
+// will take longer than its estimate and why; "" on a quiet machine. The
+// estimate assumes the run has the machine to itself: the start-ups, data
+// copies and searches it adds up are CPU-bound, so work of others stretches
+// them (on the 2-core development machine runs took up to twice their
+// estimate at load averages of 6 to 15) and the results are noisier.
+func busyLine(l Load) string {
+	cpus := max(l.CPUs, 1)
+	if l.Busy < busyShare && l.LoadAvg1 < busyShare*float64(cpus) {
+		return ""
+	}
+	return fmt.Sprintf("the machine is busy as the run starts: %.0f%% of its %d CPUs' time busy over %v before the first trial, load average %.2f: expect the run to take longer than the estimate (it assumes the machine to itself) and its results to be noisier; a quiet machine gives both the estimate and steadier figures",
+		l.Busy*100, cpus, l.Sample, l.LoadAvg1)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -56,6 +57,11 @@ type CompareRow struct {
 	HigherIsBetter, Diagnostic       bool
 	// Summaries has one entry per run, of its counted successful trials.
 	Summaries []stats.Summary
+	// Ceilings has one entry per run: the limit of a find-max search's
+	// own that some of its trials reached ("the data's limit"), their
+	// values lower bounds (analysis.TrialCeilings); "" for none. A run
+	// with one has no ratio to or from it.
+	Ceilings []string
 	// Ratios and Verdicts have one entry per later run: its mean over the
 	// first run's, with an unpaired CI, and "~", "better", "worse", "n/a",
 	// "n<5" (a run with fewer counted trials than the minimum) or "" for a
@@ -83,16 +89,20 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 	}
 	type key struct{ w, m, p string }
 	vals := make([]map[key][]float64, len(runs))
+	ceilings := make([]map[key]string, len(runs))
 	pairs := make([]map[string]bool, len(runs))
 	meta := map[key]store.Metric{}
 	var order []key
 	var pairOrder []string
 	pairSeen := map[string]bool{}
 	for i, rd := range runs {
-		vals[i], pairs[i] = map[key][]float64{}, map[string]bool{}
+		vals[i], ceilings[i], pairs[i] = map[key][]float64{}, map[key]string{}, map[string]bool{}
 		for _, t := range rd.Trials {
 			if t.Warmup || t.Error != "" {
 				continue
+			}
+			for m, limit := range analysis.TrialCeilings(t) {
+				ceilings[i][key{t.Workload, m, t.Platform}] = limit
 			}
 			wp := t.Workload + "/" + t.Platform
 			if !pairSeen[wp] {
@@ -166,12 +176,22 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 			}
 			for i := range runs {
 				row.Summaries = append(row.Summaries, stats.Summarize(vals[i][k]))
+				row.Ceilings = append(row.Ceilings, ceilings[i][k])
+			}
+			for i := range runs {
 				if i == 0 {
 					continue
 				}
 				r := stats.UnpairedRatio(vals[0][k], vals[i][k], so)
 				v := ""
 				switch {
+				case row.Ceilings[0] != "" || row.Ceilings[i] != "":
+					// A lower bound on either side: no ratio.
+					nan := math.NaN()
+					r = stats.Ratio{N: r.N, Ratio: nan, Lo: nan, Hi: nan, HalfWidthPct: nan}
+					if !row.Diagnostic {
+						v = "n/a"
+					}
 				case row.Diagnostic:
 				case row.Summaries[0].N < minPairs || row.Summaries[i].N < minPairs:
 					v = fmt.Sprintf("n<%d", minPairs)
@@ -283,8 +303,12 @@ func CompareText(w io.Writer, c Comparison) error {
 		fmt.Fprintln(tw, hdr)
 		for _, row := range c.Rows[i:j] {
 			line := fmt.Sprintf("%-*s\t", width, row.Platform)
-			for _, s := range row.Summaries {
-				line += fmt.Sprintf("%s\t%d\t", num(s.Mean), s.N)
+			for k, s := range row.Summaries {
+				mean := num(s.Mean)
+				if row.Ceilings[k] != "" {
+					mean = ">= " + mean + " (" + row.Ceilings[k] + ")"
+				}
+				line += fmt.Sprintf("%s\t%d\t", mean, s.N)
 			}
 			for k, r := range row.Ratios {
 				ci := ""

@@ -30,6 +30,7 @@ var templateFS embed.FS
 
 var page = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
 	"num":          num,
+	"mean":         func(c analysis.Cell) string { return report.MeanText(c, num) },
 	"places":       placesText,
 	"ratio":        ratioText,
 	"ci":           ciText,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -336,5 +338,41 @@ func TestHTMLTraces(t *testing.T) {
 	}
 	if strings.Contains(b.String(), `id="traces"`) {
 		t.Error("a run without searches has a traces section")
+	}
+}
+
+// TestCompareCeiling: a run whose find-max trials stopped at a limit of
+// their own has no ratio to the other run, and the table says ">= mean
+// (limit)" for it.
+func TestCompareCeiling(t *testing.T) {
+	mk := func(id runid.ID, v float64, ceiling bool) (store.Run, []store.Trial) {
+		r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: t0}
+		var ts []store.Trial
+		for round := 1; round <= 5; round++ {
+			tr := store.Trial{RunID: id, Round: round, Workload: "auction", Platform: "native",
+				Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: v + float64(round)}}}
+			if ceiling {
+				tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: v + float64(round), Is: "the data's limit"}.Note()}
+			}
+			ts = append(ts, tr)
+		}
+		return r, ts
+	}
+	a, ta := mk(runA, 2000, false)
+	b, tb := mk(runB, 3000, true)
+	c, err := Compare([]RunData{{a, ta}, {b, tb}}, CompareOptions{Stats: stats.Options{Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := c.Rows[0]
+	if row.Verdicts[0] != "n/a" || !math.IsNaN(row.Ratios[0].Ratio) || row.Ceilings[1] != "the data's limit" || row.Ceilings[0] != "" {
+		t.Errorf("row %+v: want no ratio and run B's ceiling", row)
+	}
+	var out bytes.Buffer
+	if err := CompareText(&out, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ">= 3003.0 (the data's limit)") {
+		t.Errorf("comparison lacks the ceiling:\n%s", out.String())
 	}
 }

@@ -250,3 +250,111 @@ func TestOutcomeJSON(t *testing.T) {
 		t.Errorf("round trip: %s -> %+v", b, back)
 	}
 }
+
+// TestFabanSampleSize scripts short and long intervals through Faban's
+// rules as the seed has them (Sigmas 0) and as a quick study uses them
+// (Sigmas 3.5): chance among a few hundred operations fails the seed's rules
+// but not the sample-aware ones; a gross break fails both; and with many
+// operations the sample-aware rules are the seed's again (never looser
+// than ±2 points, a p90 allowance that shrinks to 10%).
+func TestFabanSampleSize(t *testing.T) {
+	mix := map[string]float64{"Home": 26, "Search": 34, "Other": 39, "Rare": 1}
+	limits := map[string]time.Duration{"Home": 250 * ms_, "Search": 250 * ms_, "Other": 250 * ms_, "Rare": 500 * ms_}
+	fast := func(n int) Op { return op(n, 0, spread(max(n, 1), 0, 50*ms_, 50*ms_)) }
+	// interval has total operations with Home's share at home percent and
+	// Rare's count and slow ones given; Search and Other share the rest.
+	interval := func(total int, home float64, rare, rareSlow int) Input {
+		h := int(math.Round(float64(total) * home / 100))
+		s := (total - h - rare) * 34 / 73
+		in := Input{Ops: map[string]Op{"Home": fast(h), "Search": fast(s), "Other": fast(total - h - rare - s)},
+			CycleTarget: 5 * time.Second, CycleAchieved: 5 * time.Second}
+		if rare > 0 {
+			in.Ops["Rare"] = op(rare, 0, spread(rare, rareSlow, 50*ms_, 900*ms_))
+		}
+		return in
+	}
+	tests := []struct {
+		name         string
+		in           Input
+		seed, sample []string // failed rule/op under Sigmas 0 and 3.5
+	}{
+		{"800 operations, Home 2.5 points low by chance", interval(800, 23.5, 8, 0), []string{"mix/Home"}, nil},
+		{"100000 operations, Home 2.5 points low", interval(100000, 23.5, 1000, 0), []string{"mix/Home"}, []string{"mix/Home"}},
+		{"800 operations, Home 8 points low", interval(800, 18, 8, 0), []string{"mix/Home", "mix/Other", "mix/Search"}, []string{"mix/Home"}},
+		{"one slow Rare of 7", interval(800, 26, 7, 1), []string{"p90/Rare"}, nil},
+		{"four slow Rare of 7", interval(800, 26, 7, 4), []string{"p90/Rare"}, []string{"p90/Rare"}},
+		{"no Rare in the interval", interval(800, 26, 0, 0), []string{"p90/Rare"}, nil},
+		{"10000 Search, 12% over the limit", func() Input {
+			in := interval(30000, 26, 300, 0)
+			in.Ops["Search"] = op(10000, 0, spread(10000, 1200, 50*ms_, 300*ms_))
+			return in
+		}(), []string{"p90/Search"}, []string{"p90/Search"}},
+		{"10000 Search, 10.5% over the limit", func() Input {
+			in := interval(30000, 26, 300, 0)
+			in.Ops["Search"] = op(10000, 0, spread(10000, 1050, 50*ms_, 300*ms_))
+			return in
+		}(), []string{"p90/Search"}, nil},
+	}
+	for _, tc := range tests {
+		for _, sigmas := range []float64{0, 3.5} {
+			set := Faban(FabanSpec{Mix: mix, Limits: limits, Sigmas: sigmas})
+			if err := set.Validate([]string{"Home", "Search", "Other", "Rare"}); err != nil {
+				t.Fatal(err)
+			}
+			v := set.Evaluate(tc.in)
+			var failed []string
+			for _, o := range v.Failed() {
+				failed = append(failed, o.Rule+"/"+o.Op)
+			}
+			sort.Strings(failed)
+			want := tc.seed
+			if sigmas > 0 {
+				want = tc.sample
+			}
+			if strings.Join(failed, ",") != strings.Join(want, ",") || v.Pass != (len(want) == 0) {
+				t.Errorf("%s, sigmas %g: failed %v, want %v: %s", tc.name, sigmas, failed, want, v.Summary())
+			}
+			if sigmas > 0 {
+				for _, o := range v.Outcomes {
+					if o.Rule == "mix" && o.Limit < 2 {
+						t.Errorf("%s: mix tolerance %v below the seed's 2 points", tc.name, o.Limit)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSampleSizeTolerances(t *testing.T) {
+	m := MixPoints{Points: 2, Sigmas: 3.5}
+	for _, tc := range []struct {
+		p    float64
+		n    int64
+		want float64
+	}{
+		{33.37, 800, 3.5 * 100 * math.Sqrt(0.3337*0.6663/800)}, // 5.83 points
+		{33.37, 1000000, 2}, // the seed's
+		{33.37, 0, 2},
+		{0, 800, 2},
+	} {
+		if got := m.Tol(tc.p, tc.n); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Tol(%g, %d) = %g, want %g", tc.p, tc.n, got, tc.want)
+		}
+	}
+	if got := (MixPoints{Points: 2}).Tol(33.37, 800); got != 2 {
+		t.Errorf("Sigmas 0: tolerance %g, want the seed's 2", got)
+	}
+	p := Percentile{Q: 0.9, Sigmas: 3.5}
+	if got, want := p.Allowed(7), 0.1+3.5*math.Sqrt(0.09/7); math.Abs(got-want) > 1e-12 {
+		t.Errorf("Allowed(7) = %g, want %g", got, want)
+	}
+	if got := (Percentile{Q: 0.9}).Allowed(7); math.Abs(got-0.1) > 1e-12 {
+		t.Errorf("Sigmas 0: Allowed(7) = %g, want 0.1", got)
+	}
+	for _, bad := range []Rule{MixPoints{Target: map[string]float64{"a": 100}, Points: 2, Sigmas: -1},
+		Percentile{Q: 0.9, Limits: map[string]time.Duration{"a": ms_}, Sigmas: math.NaN()}} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "sigmas") {
+			t.Errorf("%T with bad sigmas: error %v", bad, err)
+		}
+	}
+}

@@ -140,7 +140,7 @@ func OpResults(w io.Writer, res analysis.Result) error {
 // opCellText is "mean", or "mean ratio [lo, hi] sign", or "mean ratio
 // (why no verdict)".
 func opCellText(c analysis.Cell) string {
-	s := num(c.Summary.Mean)
+	s := MeanText(c, num)
 	switch {
 	case c.IsBaseline:
 		return s

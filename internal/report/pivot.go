@@ -82,9 +82,9 @@ func Pivot(w io.Writer, res analysis.Result) error {
 					case !ok:
 						fmt.Fprint(tw, "-\t")
 					case c.IsBaseline:
-						fmt.Fprintf(tw, "%s\t", num(c.Summary.Mean))
+						fmt.Fprintf(tw, "%s\t", MeanText(c, num))
 					default:
-						fmt.Fprintf(tw, "%s %s%s\t", num(c.Summary.Mean), ratio(c.Ratio.Ratio), sign(c.Verdict))
+						fmt.Fprintf(tw, "%s %s%s\t", MeanText(c, num), ratio(c.Ratio.Ratio), sign(c.Verdict))
 					}
 				}
 				fmt.Fprintln(tw)

@@ -201,7 +201,7 @@ func resultTable(w io.Writer, t analysis.Table) error {
 		if c.Emulated {
 			name += "*"
 		}
-		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s..%s\t%.1f%%\t%s\t%s\t%s\t\n", width, name, c.N(), num(c.Summary.Mean),
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s..%s\t%.1f%%\t%s\t%s\t%s\t\n", width, name, c.N(), MeanText(c, num),
 			num(c.Summary.Min), num(c.Summary.Max), c.Summary.CV*100, ratio(c.Ratio.Ratio), ci, c.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
@@ -211,6 +211,20 @@ func resultTable(w io.Writer, t analysis.Table) error {
 		fmt.Fprintf(w, "  * %s\n", analysis.EmulatedMark)
 	}
 	return nil
+}
+
+// MeanText is a cell's mean as format writes it, or, when the mean is a
+// lower bound because find-max searches stopped at a limit of their own,
+// ">= 3000 (the data's limit)".
+func MeanText(c analysis.Cell, format func(float64) string) string {
+	if t := c.CeilingText(); t != "" {
+		v := format(c.Summary.Mean)
+		if m := c.Summary.Mean; m == math.Trunc(m) && math.Abs(m) < 1e15 {
+			v = strconv.FormatFloat(m, 'f', 0, 64) // whole users or requests: ">= 3000"
+		}
+		return fmt.Sprintf(">= %s (%s)", v, t)
+	}
+	return format(c.Summary.Mean)
 }
 
 // Diagnostics writes the diagnostic metrics apart from the results: per
@@ -356,11 +370,17 @@ type JSONRow struct {
 	NoVerdict string `json:"no_verdict,omitempty"`
 	// Quantile and MinSamples: a percentile metric and the fewest
 	// observations behind one of its values.
-	Quantile   float64   `json:"quantile,omitempty"`
-	MinSamples int64     `json:"min_samples,omitempty"`
-	Emulated   bool      `json:"emulated,omitempty"`
-	Note       string    `json:"note,omitempty"`
-	Values     []float64 `json:"values"`
+	Quantile   float64 `json:"quantile,omitempty"`
+	MinSamples int64   `json:"min_samples,omitempty"`
+	Emulated   bool    `json:"emulated,omitempty"`
+	// Ceiling names the limit of a find-max search's own that AtCeiling of
+	// the values reached: they, and the mean, are lower bounds, and the row
+	// has no ratio. BaseCeiling: the baseline's did.
+	Ceiling     string    `json:"ceiling,omitempty"`
+	AtCeiling   int       `json:"at_ceiling,omitempty"`
+	BaseCeiling bool      `json:"baseline_at_ceiling,omitempty"`
+	Note        string    `json:"note,omitempty"`
+	Values      []float64 `json:"values"`
 }
 
 // JSONDoc is the document `--json` writes.
@@ -469,7 +489,7 @@ func jsonRow(t analysis.Table, c analysis.Cell) JSONRow {
 		Median: zeroNaN(c.Summary.Median), Min: zeroNaN(c.Summary.Min), Max: zeroNaN(c.Summary.Max),
 		CV: sig(zeroNaN(c.Summary.CV), 5), Ratio: finite(c.Ratio.Ratio), Significant: c.Ratio.Significant && c.NoVerdict == "",
 		Verdict: c.Verdict, NoVerdict: c.NoVerdict, Quantile: t.Quantile, MinSamples: c.MinSamples,
-		Values: c.Values, Emulated: c.Emulated}
+		Values: c.Values, Emulated: c.Emulated, Ceiling: c.Ceiling, AtCeiling: c.AtCeiling, BaseCeiling: c.BaseCeiling}
 	if c.Emulated {
 		row.Note = analysis.EmulatedMark
 	}

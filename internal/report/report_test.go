@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 )
@@ -183,5 +184,60 @@ func TestClientLine(t *testing.T) {
 	// A run stored before client hosts ran its load over loopback.
 	if got := ClientLine(notes[1:2]); got != "client: host loopback" {
 		t.Errorf("ClientLine of a run without client notes = %q", got)
+	}
+}
+
+// TestCeilingGolden: a find-max whose every search stopped at the data's
+// limit on both platforms, and one whose other platform did in some rounds:
+// the table says ">= value (limit)" with no ratio, interval or verdict, and
+// the JSON rows name the ceiling with a null ratio.
+func TestCeilingGolden(t *testing.T) {
+	run := store.Run{ID: "20261126-120000-abcd", Study: "auction", Seed: 7, Baseline: "native", Status: "done"}
+	var trials []store.Trial
+	add := func(w, p string, r int, v float64, ceiling bool) {
+		tr := store.Trial{RunID: run.ID, Round: r, Workload: w, Platform: p, Started: time.Unix(0, 0),
+			Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: v}}}
+		if ceiling {
+			tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: v, Is: "the data's limit"}.Note()}
+		}
+		trials = append(trials, tr)
+	}
+	for r := 1; r <= 5; r++ {
+		add("auction", "native", r, 3000, true)
+		add("auction", "docker-nat", r, 3000, true)
+		add("auction-big", "native", r, 2000+float64(r)*10, false)
+		add("auction-big", "docker-nat", r, []float64{1800, 6000, 1700, 6000, 1900}[r-1], r%2 == 0)
+	}
+	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat"}, Stats: stats.Options{Seed: 1}})
+	h := Header{Run: run}
+	var b bytes.Buffer
+	if err := Text(&b, h, res); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	for _, want := range []string{">= 3000 (the data's limit)", ">= 3480 (the data's limit in 2 of 5 trials)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "1.000 [") || strings.Contains(text, "  ~") {
+		t.Errorf("a ceiling got a ratio with an interval or a verdict:\n%s", text)
+	}
+	golden(t, "ceiling.txt", b.Bytes())
+	var j bytes.Buffer
+	if err := JSON(&j, h, res); err != nil {
+		t.Fatal(err)
+	}
+	var doc JSONDoc
+	if err := json.Unmarshal(j.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range doc.Results {
+		if row.Platform == "native" {
+			continue
+		}
+		if row.Ratio != nil || row.RatioCILow != nil || row.Significant || (row.Ceiling == "" && !row.BaseCeiling) {
+			t.Errorf("JSON row %+v: want a null ratio and the ceiling named", row)
+		}
 	}
 }

@@ -15,6 +15,9 @@
 // apps.md does not say what to do when the very first load fails; here the
 // coarse ramp then runs downwards (dividing by the same factor) to a first
 // pass, and the fine search starts 10% below the lowest failure above it.
+// Nor when a failure overrules the only pass (a failed verification on a
+// noisy machine): the fine search then steps down no faster than the coarse
+// ramp, dividing by its factor at most.
 package search
 
 import (
@@ -82,6 +85,9 @@ type Config struct {
 	Integer bool
 	// MaxSteps ends a search that has not converged (default 40).
 	MaxSteps int
+	// MaxIs names what sets Max, for a result that reached it ("the
+	// data's limit", "the rate cap"); empty: "the search's maximum".
+	MaxIs string
 }
 
 // withDefaults fills the zero fields.
@@ -160,6 +166,12 @@ type Decision struct {
 	Found  bool
 	Max    float64
 	Reason string
+	// Ceiling, when Found, says that no step above Max failed: the search
+	// stopped at a limit of its own (the largest load allowed passed, or
+	// the step cap ended it before a step failed), so Max is a lower bound
+	// of the real maximum, not a maximum. CeilingIs names that limit.
+	Ceiling   bool
+	CeilingIs string
 }
 
 // Reasons a search stops.
@@ -299,7 +311,11 @@ func Next(c Config, hist []Step) (Decision, error) {
 		return Decision{}, err
 	}
 	done := func(reason string) Decision {
-		return Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
+		d := Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
+		if d.Found && !s.hasFail {
+			d.Ceiling, d.CeilingIs = true, c.ceilingIs(s.maxPass, reason)
+		}
+		return d
 	}
 	if s.verified {
 		return done(ReasonVerified), nil
@@ -360,6 +376,13 @@ func Next(c Config, hist []Step) (Decision, error) {
 		if s.hasPass && next <= s.maxPass {
 			next = v - shrinkDown*(v-s.maxPass)
 		}
+		if !s.hasPass {
+			// Nothing passes below (the only pass was overruled, as a
+			// failed verification does): step down no faster than the
+			// coarse ramp would. A step grown by fails in a row could
+			// otherwise jump to a tenth of the load (400 to 40).
+			next = math.Max(next, v/c.Factor)
+		}
 	}
 	next = s.clamp(c, c.round(next))
 	if s.hasPass && (next <= s.maxPass || next >= s.minFail) {
@@ -367,6 +390,20 @@ func Next(c Config, hist []Step) (Decision, error) {
 		return Decision{Phase: Verify, Value: s.maxPass}, nil
 	}
 	return Decision{Phase: Fine, Value: next}, nil
+}
+
+// ceilingIs names the limit a search without a failure above its best
+// pass stopped at.
+func (c Config) ceilingIs(maxPass float64, reason string) string {
+	switch {
+	case c.Max > 0 && maxPass >= c.Max && c.MaxIs != "":
+		return c.MaxIs
+	case c.Max > 0 && maxPass >= c.Max:
+		return "the search's maximum"
+	case reason == ReasonStepCap:
+		return "the step cap"
+	}
+	return "no step above it failed"
 }
 
 // narrow reports whether the bracket is closed: min-fail - max-pass below

@@ -129,6 +129,14 @@ func TestNextScripted(t *testing.T) {
 			// would cross 11200, so three quarters of the gap: 11350
 			{Fine, 11350}},
 	}, {
+		// A failed verification overrules the only pass: two fails in a
+		// row have grown the step from 160 to 360, but the search steps
+		// down no faster than the coarse ramp (halving), not to 40.
+		name:  "the only pass overruled: no jump below half",
+		cfg:   Config{Start: 800, Max: 3200, Integer: true, Tolerance: 0.15, Step: 0.2},
+		judge: script([]bool{false, true, false, false, false, false}, threshold(300)),
+		steps: []want{{Coarse, 800}, {Coarse, 400}, {Fine, 720}, {Fine, 560}, {Fine, 440}, {Verify, 400}, {Fine, 200}},
+	}, {
 		name:  "whole users",
 		cfg:   Config{Start: 10, Integer: true},
 		judge: threshold(27),
@@ -345,5 +353,48 @@ func TestSimulate(t *testing.T) {
 	}
 	if _, err := Simulate(Config{Start: -1}, 10); err == nil {
 		t.Error("a bad config gave no error")
+	}
+}
+
+// TestCeiling checks which endings are a lower bound rather than a
+// maximum, and what the decision names as the limit.
+func TestCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		judge   func(float64) bool
+		ceiling bool
+		is      string
+		max     float64
+	}{
+		{"the data's limit passed", Config{Start: 400, Max: 3000, Integer: true, MaxIs: "the data's limit"}, threshold(1e9), true, "the data's limit", 3000},
+		{"an unnamed maximum passed", Config{Start: 400, Max: 3000, Integer: true}, threshold(1e9), true, "the search's maximum", 3000},
+		{"step cap in the coarse ramp", Config{Start: 1000, MaxSteps: 4}, threshold(1e9), true, "the step cap", 8000},
+		{"a failure below the maximum", Config{Start: 400, Max: 3000, Integer: true, Tolerance: 0.2, MaxIs: "the data's limit"}, threshold(2000), false, "", 0},
+		{"step cap after a failure", Config{Start: 1000, MaxSteps: 7}, threshold(12000), false, "", 0},
+		{"nothing passed", Config{Start: 100, Min: 80, Step: 0.1}, threshold(10), false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hist, d := drive(t, tc.cfg, tc.judge)
+			c, ok := d.CeilingOf("peak")
+			if ok != tc.ceiling || d.Ceiling != tc.ceiling {
+				t.Fatalf("ceiling %v (%+v), want %v; steps %v", ok, d, tc.ceiling, hist)
+			}
+			if !ok {
+				return
+			}
+			if c.Is != tc.is || c.Value != tc.max || c.Metric != "peak" {
+				t.Errorf("ceiling %+v, want %g (%s)", c, tc.max, tc.is)
+			}
+			back, ok := ParseCeiling(c.Note())
+			if !ok || back != c {
+				t.Errorf("ParseCeiling(%q) = %+v %v, want %+v", c.Note(), back, ok, c)
+			}
+		})
+	}
+	for _, note := range []string{"", "find-max: 3000 users passed", "ceiling: peak >= x (limit)", "ceiling: peak 3000"} {
+		if c, ok := ParseCeiling(note); ok {
+			t.Errorf("ParseCeiling(%q) = %+v, want no ceiling", note, c)
+		}
 	}
 }

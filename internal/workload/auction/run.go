@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -89,6 +91,9 @@ type stepDetail struct {
 	QoS           qos.Verdict         `json:"qos"`
 	Commands      []string            `json:"commands,omitempty"`
 	Examples      map[string][]string `json:"failure_examples,omitempty"`
+	// Settled is how long, in seconds, the servers took after a failing
+	// step to work off the overload's backlog (workload.Settle).
+	Settled float64 `json:"settled_s,omitempty"`
 }
 
 // opStats is one operation's figures in a step.
@@ -174,11 +179,20 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	res.Notes = append(res.Notes, ClosedLoopNote, in.searchNote(t, sr),
-		fmt.Sprintf("data for %d users (template %s, %.0f MB) copied in %v; the servers ready in %v",
-			in.size.MaxUsers, p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
+		fmt.Sprintf("data for %d users%s (template %s, %.0f MB) copied in %v; the servers ready in %v",
+			in.size.MaxUsers, in.sizedNote(), p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
 	res.Notes = append(res.Notes, in.quickNotes(t.Duration)...)
 	if !sr.Found {
-		return res, workload.StopUnit(&SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))})
+		err := &SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))}
+		if sr.Reason == search.ReasonStepCap {
+			// The search ran out of steps before a pass (a loaded machine,
+			// a stack still working off an overload): this trial has no
+			// peak, but another round may; only a stack that fails at the
+			// smallest load stops the platform.
+			err.Reason = fmt.Sprintf("no number of users met the QoS in %d steps (%s), the lowest tried %g: %s", len(sr.Steps), search.ReasonStepCap, lowest(sr.Steps), lastSummary(sr.Steps))
+			return res, err
+		}
+		return res, workload.StopUnit(err)
 	}
 	var atMax search.Step
 	for _, st := range sr.Steps {
@@ -210,11 +224,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
-	switch sr.Reason {
-	case search.ReasonVerified:
-	case search.ReasonMaxPassed:
-		res.Notes = append(res.Notes, fmt.Sprintf("the peak is at least %d users: the search's maximum passed (raise %s, and %s for the data, to find the real peak)", in.searchMax, pSearchMax, pMaxUsers))
-	default:
+	if c, ok := sr.CeilingOf(MetricPeakUsers); ok {
+		res.Notes = append(res.Notes, c.Note(), fmt.Sprintf("no number of users up to %g failed (raise %s, and %s for the data, or %s, to find the real peak)", sr.Max, pSearchMax, pMaxUsers, pMaxSteps))
+	} else if sr.Reason != search.ReasonVerified {
 		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the peak is the best pass, not verified")
 	}
 	if dt.Saturation.Saturated {
@@ -294,6 +306,27 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	}
 	verdict := rules.Evaluate(r.QoS())
 	dt := detail(r, verdict, acct, tier0, tier1, users)
+	if !verdict.Pass {
+		// An overloaded stack goes on serving what the overload queued
+		// after the driver stops: let it work that off (workload.Settle)
+		// before the health check, which a swamped nginx answers late,
+		// and before the next step, which would meet the backlog.
+		waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+			ts, err := readTiers(ctx, tiers)
+			var sum time.Duration
+			for _, v := range ts {
+				sum += v
+			}
+			return sum, err
+		})
+		if err != nil {
+			return search.Outcome{}, in.serverError(ctx, t, d, err)
+		}
+		dt.Settled = waited.Seconds()
+		if !drained {
+			fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users\n", t.Name, waited.Round(time.Second), users)
+		}
+	}
 	// A server that died, or an app server that lost the broker, ends the
 	// search for this platform rather than passing or failing the step: a
 	// step can pass without a broker (every long poll simply waits), and
@@ -323,13 +356,31 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 // healthy checks that no server has exited and that the application,
 // through nginx, still answers its health check (which fails when an app
 // server has lost its broker or database).
+//
+// A health check that times out while every server runs is a stack still
+// swamped by an overload, not a broken one: it is asked again, up to
+// healthTries times, before the platform is given up.
 func healthy(ctx context.Context, d *deploy.Deployment, addr string) error {
-	if err := d.Check(ctx); err != nil {
-		return err
+	for try := 1; ; try++ {
+		if err := d.Check(ctx); err != nil {
+			return err
+		}
+		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+		err := app.WebReady(hctx, addr)
+		cancel()
+		if err == nil || try == healthTries || ctx.Err() != nil || !timedOut(err) {
+			return err
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	return app.WebReady(ctx, addr)
+}
+
+// healthTries bounds the health checks of a swamped stack after a step.
+const healthTries = 4
+
+// timedOut reports whether err is a request that ran out of time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // healthTimeout bounds the health check after each step.
@@ -407,8 +458,8 @@ func detail(r *driver.Result, v qos.Verdict, a workload.CPUAccount, tier0, tier1
 // searchNote says how the search ran.
 func (in *Instance) searchNote(t workload.Trial, sr search.Result) string {
 	cfg := in.searchConfig()
-	return fmt.Sprintf("find-max over users (Weathervane's findMax): a coarse ramp from %d users doubling (%v decisions: >= 99.9%% of timed operations within their limits, <= %g%% failures), then fine steps and a verification with %v decisions (>= 99%% of each timed operation within its limit, each share within %g%% of its target or %g standard errors, <= %g%% failures) to within %g%%, at most %d users; each step a fresh set of users over a %v ramp and a %v warm-up; %d steps",
-		in.start, min(in.coarse, t.Duration), MaxFailurePercent, t.Duration, in.mixTol*100, in.mixSigmas, MaxFailurePercent,
+	return fmt.Sprintf("find-max over users (Weathervane's findMax): a coarse ramp from %d users multiplied by %g (%v decisions: >= 99.9%% of timed operations within their limits, <= %g%% failures), then fine steps and a verification with %v decisions (>= 99%% of each timed operation within its limit, each share within %g%% of its target or %g standard errors, <= %g%% failures) to within %g%%, at most %d users; each step a fresh set of users over a %v ramp and a %v warm-up; %d steps",
+		in.start, cfg.Factor, min(in.coarse, t.Duration), MaxFailurePercent, t.Duration, in.mixTol*100, in.mixSigmas, MaxFailurePercent,
 		cfg.Tolerance*100, in.searchMax, in.rampUp, in.warmup, len(sr.Steps))
 }
 
@@ -418,6 +469,15 @@ func tierLine(t map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", r, t[r]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// lowest is the smallest load the steps tried.
+func lowest(steps []search.Step) float64 {
+	low := math.Inf(1)
+	for _, st := range steps {
+		low = math.Min(low, st.Value)
+	}
+	return low
 }
 
 func lastSummary(steps []search.Step) string {

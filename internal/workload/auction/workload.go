@@ -11,6 +11,7 @@ import (
 	"github.com/nearnative/nearnative/internal/qos"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
 )
@@ -43,6 +44,7 @@ const (
 	pItemIdle       = "item_idle"
 	pWebWorkers     = "web_workers"
 	pTolerance      = "tolerance"
+	pRampFactor     = "ramp_factor"
 	pFineStep       = "fine_step"
 	pMaxSteps       = "max_steps"
 	pRampUp         = "ramp_up"
@@ -75,12 +77,12 @@ func (Workload) Description() string {
 // settings are below Weathervane's.
 func (Workload) Params() []workload.Param {
 	ps := []workload.Param{
-		{Name: pMaxUsers, Type: workload.Int, Default: "1500", Quick: "3000", Min: 10, HasMin: true,
-			Help: "the data's size, Weathervane's maxUsers: 5 registered users per user (each with 5 purchases, 100 bids, 20 attendances), one live auction per 15 users; loaded once into a template, copied per trial"},
+		{Name: pMaxUsers, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
+			Help: fmt.Sprintf("the data's size, Weathervane's maxUsers: 5 registered users per user (each with 5 purchases, 100 bids, 20 attendances), one live auction per 15 users; loaded once into a template, copied per trial; 0: sized from the machine, %d per CPU (here %d), about twice the users its CPUs can carry, so that the search fails before the data's limit", UsersPerCPU, MachineUsers())},
 		{Name: pSearchMax, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "the most users the search tries (0: max_users); more than max_users is refused: every user needs registered users of its own"},
-		{Name: pStartUsers, Type: workload.Int, Default: "100", Quick: "400", Min: 1, HasMin: true,
-			Help: "users of the coarse ramp's first step, which doubles them until a step fails"},
+		{Name: pStartUsers, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
+			Help: "users of the coarse ramp's first step, which doubles them until a step fails (halves them while it fails); 0: a quarter of the most users the search may try"},
 		{Name: pAppServers, Type: workload.Int, Default: "2", Quick: "1", Min: 1, HasMin: true,
 			Help: "application servers (Tomcat) behind nginx, each in a container of its own under Docker (--quick: one, each JVM costs a 2-core machine about a minute to boot)"},
 		{Name: pHeap, Type: workload.String, Default: "512m", Help: "each application server's JVM heap (-Xms and -Xmx)"},
@@ -91,9 +93,11 @@ func (Workload) Params() []workload.Param {
 		{Name: pWebWorkers, Type: workload.Int, Default: "0", Min: 0, HasMin: true, Help: "nginx worker processes (0: one per CPU nginx sees)"},
 		{Name: pTolerance, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%; ours 5%: a 2-core machine's noise between steps is larger than 1%)"},
+		{Name: pRampFactor, Type: workload.Float, Default: strconv.FormatFloat(search.DefaultFactor, 'g', -1, 64), Quick: "1.5", Min: 1.01, HasMin: true,
+			Help: "the coarse ramp multiplies the users by this after each pass (Weathervane's findMax: 2; --quick: 1.5, so that its first failing step overloads the stack by at most half again: a 2x overload left the quick steps after it failing on the backlog, nginx's connections to Tomcat timing out, for tens of seconds)"},
 		{Name: pFineStep, Type: workload.Float, Default: "0.05", Quick: "0.2", Min: 0.001, HasMin: true,
 			Help: "the fine search's first step, a fraction of the first failing user count (ours: 5%; a larger one closes the bracket in fewer steps)"},
-		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "6", Min: 2, HasMin: true,
+		{Name: pMaxSteps, Type: workload.Int, Default: "40", Quick: "7", Min: 2, HasMin: true,
 			Help: "the search stops after this many steps even if its bracket is open, and reports its best pass unverified (the notes say so)"},
 		{Name: pRampUp, Type: workload.Duration, Default: "24s", Quick: "3s",
 			Help: "each step's users start spread over this (Weathervane ramps 120 s between levels; ours a fifth of it)"},
@@ -113,8 +117,13 @@ func (Workload) Params() []workload.Param {
 
 // New implements workload.Workload.
 func (Workload) New(v workload.Values) (workload.Instance, error) {
+	maxUsers, sized := v.Int(pMaxUsers), false
+	if maxUsers == 0 {
+		maxUsers, sized = MachineUsers(), true
+	}
 	in := &Instance{
-		size:       app.Size{MaxUsers: v.Int(pMaxUsers)},
+		size:       app.Size{MaxUsers: maxUsers},
+		sized:      sized,
 		searchMax:  v.Int(pSearchMax),
 		start:      v.Int(pStartUsers),
 		appServers: v.Int(pAppServers),
@@ -124,6 +133,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		itemIdle:   v.Duration(pItemIdle),
 		webWorkers: v.Int(pWebWorkers),
 		tolerance:  v.Float(pTolerance),
+		factor:     v.Float(pRampFactor),
 		fineStep:   v.Float(pFineStep),
 		maxSteps:   v.Int(pMaxSteps),
 		rampUp:     v.Duration(pRampUp),
@@ -138,6 +148,9 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 	}
 	if in.searchMax == 0 {
 		in.searchMax = in.size.MaxUsers
+	}
+	if in.start == 0 {
+		in.start = max(1, (in.searchMax+2)/4)
 	}
 	// The shared topology parameters, checked against the auction's roles
 	// (the data directory and the application are the trial's).
@@ -154,6 +167,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 // Instance is a configured auction workload.
 type Instance struct {
 	size       app.Size
+	sized      bool // size from the machine (max_users 0)
 	searchMax  int
 	start      int
 	appServers int
@@ -163,6 +177,7 @@ type Instance struct {
 	itemIdle   time.Duration
 	webWorkers int
 	tolerance  float64
+	factor     float64
 	fineStep   float64
 	maxSteps   int
 	rampUp     time.Duration
@@ -207,7 +222,7 @@ func (in *Instance) Validate() error {
 		return fmt.Errorf("parameter %s %g: want a fraction below 0.5", pTolerance, in.tolerance)
 	}
 	if err := in.searchConfig().Validate(); err != nil {
-		return fmt.Errorf("parameters %s, %s, %s, %s: %w", pStartUsers, pSearchMax, pTolerance, pFineStep, err)
+		return fmt.Errorf("parameters %s, %s, %s, %s, %s: %w", pStartUsers, pSearchMax, pTolerance, pRampFactor, pFineStep, err)
 	}
 	// The servers' settings, with placeholder addresses.
 	s := in.stack([]byte("war"), "/data")
@@ -248,8 +263,12 @@ func (in *Instance) rules() qos.Set { return Rules(in.mixTol, in.mixSigmas) }
 
 // searchConfig is the find-max search over whole users.
 func (in *Instance) searchConfig() search.Config {
-	return search.Config{Start: float64(in.start), Min: 1, Max: float64(in.searchMax), Tolerance: in.tolerance,
-		Step: in.fineStep, Integer: true, MaxSteps: in.maxSteps}
+	is := "the data's limit"
+	if in.searchMax < in.size.MaxUsers {
+		is = "the users allowed, " + pSearchMax
+	}
+	return search.Config{Start: float64(in.start), Factor: in.factor, Min: 1, Max: float64(in.searchMax), Tolerance: in.tolerance,
+		Step: in.fineStep, Integer: true, MaxSteps: in.maxSteps, MaxIs: is}
 }
 
 // driverConfig is the driver run of one step: users simulated users at
@@ -313,6 +332,9 @@ func (in *Instance) quickNotes(trial time.Duration) []string {
 	if in.mixTol > MixTolerance {
 		below = append(below, fmt.Sprintf("the mix within %g%% of its targets (Weathervane: %g%%)", in.mixTol*100, MixTolerance*100))
 	}
+	if in.factor != 0 && in.factor < search.DefaultFactor {
+		below = append(below, fmt.Sprintf("a coarse ramp by %gx (Weathervane: %gx)", in.factor, search.DefaultFactor))
+	}
 	if in.coarse < time.Minute {
 		below = append(below, fmt.Sprintf("%v coarse intervals (Weathervane: 60 s)", in.coarse))
 	}
@@ -320,26 +342,50 @@ func (in *Instance) quickNotes(trial time.Duration) []string {
 		return nil
 	}
 	return []string{"shorter than Weathervane's findMax: " + strings.Join(below, "; ") +
-		fmt.Sprintf("; data for %d users; the peak is coarser and noisier than a full run's", in.size.MaxUsers)}
+		fmt.Sprintf("; data for %d users%s; the peak is coarser and noisier than a full run's", in.size.MaxUsers, in.sizedNote())}
+}
+
+// sizedNote says how the data's size was chosen, when from the machine.
+func (in *Instance) sizedNote() string {
+	if !in.sized {
+		return ""
+	}
+	return fmt.Sprintf(" (sized from the machine: %d per CPU, %s 0)", UsersPerCPU, pMaxUsers)
 }
 
 // bootEstimate is a rough time to copy the data and start the servers: a
 // Tomcat deploying the WAR has taken 20 to 60 s on a loaded 2-core machine.
 const bootEstimate = 45 * time.Second
 
-// typicalPeak is where the duration estimate puts the peak, as a share of
-// the most users the search may try: just below it, so that the search
-// runs its coarse ramp, fails at the top and fine-steps back (run
-// 20261123-135746-e230: 5 of 10 quick searches passed at the maximum, the
-// others failed there).
-const typicalPeak = 0.9
+// UsersPerCPU sizes the data when max_users is 0: twice the simulated
+// users one CPU of the development machine carries, so that a search fails
+// before the data's limit on it and on a machine whose CPUs are up to twice
+// as fast. Measured (README's auction timings): at 1,500 users the stack
+// and the driver did 366 operations/s with 88% of a core busy (web 9, app
+// 40, db 15, broker 1.5, driver 23), 2.4 ms of CPU an operation; a user
+// does 0.244 operations/s, 0.59 ms of CPU a second, so a CPU carries at
+// most about 1,700 users; every quick search of 2026-11-26 passed at 3,000
+// users on the 2 CPUs. A machine whose search still passes at the limit
+// reports ">= N (the data's limit)", not a peak (search.Ceiling).
+const UsersPerCPU = 3400
+
+// MachineUsers is the data's size from this machine: UsersPerCPU per CPU.
+func MachineUsers() int { return min(UsersPerCPU*max(sysinfo.CPUCount(), 1), app.MaxMaxUsers) }
+
+// expectedPeak is where the duration estimate puts the peak: what the
+// machine's CPUs carry (half of MachineUsers), or the most users the search
+// may try if that is lower; the search then runs its coarse ramp past it,
+// fails, and fine-steps back.
+func (in *Instance) expectedPeak() float64 {
+	return min(float64(in.searchMax), float64(MachineUsers())/2)
+}
 
 // Estimate implements workload.Estimator: the servers' start and the search
-// as search.Simulate plays it against a peak of typicalPeak of the
-// maximum; each step a ramp, a warm-up and a decision over
-// min(coarse_interval, trial) on the coarse ramp, the trial after it.
+// as search.Simulate plays it against expectedPeak; each step a ramp, a
+// warm-up and a decision over min(coarse_interval, trial) on the coarse
+// ramp, the trial after it, and its overhead (settling after a failure).
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
-	steps, err := search.Simulate(in.searchConfig(), typicalPeak*float64(in.searchMax))
+	steps, err := search.Simulate(in.searchConfig(), in.expectedPeak())
 	if err != nil {
 		return bootEstimate + trial
 	}
@@ -349,7 +395,19 @@ func (in *Instance) Estimate(trial time.Duration) time.Duration {
 		if st.Phase == search.Coarse {
 			decide = min(in.coarse, trial)
 		}
-		d += in.rampUp + in.warmup + decide
+		d += in.rampUp + in.warmup + decide + stepOverhead
+		if !st.Pass {
+			d += settleEstimate
+		}
 	}
 	return d
 }
+
+// What a step adds to its phases: the driver's start and stop, the CPU
+// readings and the health check (steps of 14-16 s of phases took 17-20 s
+// in run 20261126-232438-fe1c, on a busy machine), and after a failing
+// step the servers' settling (1-5 s there, workload.Settle).
+const (
+	stepOverhead   = 2 * time.Second
+	settleEstimate = 2 * time.Second
+)

@@ -2,9 +2,12 @@ package auction
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +43,7 @@ func TestNewRefusesWhatCannotRun(t *testing.T) {
 		want   string
 	}{
 		{map[string]string{"max_users": "300", "search_max": "500"}, "search_max 500 is beyond the data loaded for max_users 300"},
-		{map[string]string{"start_users": "2000"}, "start_users 2000 is above the most users the search may try (1500)"},
+		{map[string]string{"max_users": "1500", "start_users": "2000"}, "start_users 2000 is above the most users the search may try (1500)"},
 		{map[string]string{"instances": "2"}, "the auction runs one instance"},
 		{map[string]string{"app_heap": "lots"}, "heap"},
 		{map[string]string{"item_idle": "10ms"}, "at least 100ms"},
@@ -303,11 +306,12 @@ func TestDriverConfig(t *testing.T) {
 	if c.Phases.Steady != 9*time.Second || c.Phases.Warmup != in.warmup || c.Phases.RampUp != in.rampUp {
 		t.Errorf("phases %+v", c.Phases)
 	}
-	if c.Params[ParamMaxUsers] != "3000" || c.Params[ParamRegistered] != "15000" {
-		t.Errorf("params %v: want the quick data's 3000 users and their 15000 registered users (a quick search should reach a failing step)", c.Params)
+	u := MachineUsers()
+	if c.Params[ParamMaxUsers] != strconv.Itoa(u) || c.Params[ParamRegistered] != strconv.Itoa(u*app.UsersPerMaxUser) || !in.sized {
+		t.Errorf("params %v: want the data sized from the machine, %d users and their registered users (a quick search should reach a failing step)", c.Params, u)
 	}
 	notes := strings.Join(in.quickNotes(20*time.Second), " ")
-	for _, want := range []string{"shorter than Weathervane's", "within 20%", "20s decision intervals", "3s ramp and 5s warm-up", "mix within 90%", "data for 3000 users"} {
+	for _, want := range []string{"shorter than Weathervane's", "within 20%", "20s decision intervals", "3s ramp and 5s warm-up", "mix within 90%", fmt.Sprintf("data for %d users (sized from the machine", u)} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("quick notes %q lack %q", notes, want)
 		}
@@ -320,15 +324,21 @@ func TestDriverConfig(t *testing.T) {
 	if n := strings.Join(def.quickNotes(time.Minute), " "); !strings.Contains(n, "within 5%") || !strings.Contains(n, "24s ramp and 36s warm-up") || strings.Contains(n, "mix") {
 		t.Errorf("the defaults' notes %q: want the 5%% search and the fifth of Weathervane's intervals, not the mix", n)
 	}
-	if got := in.size.Users(); got != 3000*app.UsersPerMaxUser {
+	if got := in.size.Users(); got != u*app.UsersPerMaxUser {
 		t.Errorf("registered users %d", got)
+	}
+	set, err := newInstance(t, map[string]string{"max_users": "300"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.sized || set.size.MaxUsers != 300 || strings.Contains(strings.Join(set.quickNotes(time.Second), " "), "sized from the machine") {
+		t.Errorf("max_users 300: size %d, sized %v", set.size.MaxUsers, set.sized)
 	}
 }
 
-// TestEstimate: the search as search.Simulate plays it against a peak of
-// 90% of the maximum, coarse steps deciding over the coarse interval. Quick:
-// 400, 800, 1600, 3000 (fails), then fine steps to the cap of 6. Full: 100
-// .. 1500 (fails) in 5 coarse steps. From 1500: it fails, and 750 passes.
+// TestEstimate: the search as search.Simulate plays it against the peak the
+// machine's size assumes (half of MachineUsers, or the search's maximum if
+// lower), coarse steps deciding over the coarse interval.
 func TestEstimate(t *testing.T) {
 	tests := []struct {
 		params        map[string]string
@@ -336,16 +346,21 @@ func TestEstimate(t *testing.T) {
 		trial         time.Duration
 		coarse, steps int // steps: 0 = not checked
 	}{
-		{nil, true, 8 * time.Second, 4, 6},
-		{nil, false, time.Minute, 5, 0},
-		{map[string]string{"start_users": "1500"}, false, time.Minute, 2, 0},
+		// From a quarter of the machine-sized data: it passes, its double
+		// (the expected peak) passes, the data's limit fails.
+		{nil, true, 8 * time.Second, 3, 7},
+		{nil, false, time.Minute, 3, 0},
+		// Data for 1500 users: the search passes at its maximum, below
+		// the peak the machine's size assumes: 375, 750, 1500.
+		{map[string]string{"max_users": "1500"}, false, time.Minute, 3, 3},
+		{map[string]string{"max_users": "1500", "start_users": "1500"}, false, time.Minute, 1, 1},
 	}
 	for _, tt := range tests {
 		in, err := newInstance(t, tt.params, tt.quick)
 		if err != nil {
 			t.Fatal(err)
 		}
-		steps, err := search.Simulate(in.searchConfig(), typicalPeak*float64(in.searchMax))
+		steps, err := search.Simulate(in.searchConfig(), in.expectedPeak())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,9 +374,40 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("params %v quick %v: %d steps, %d coarse; want %d coarse, %d steps, at most %d", tt.params, tt.quick, len(steps), coarse, tt.coarse, tt.steps, in.maxSteps)
 		}
 		per := in.rampUp + in.warmup
-		want := bootEstimate + time.Duration(coarse)*(per+min(in.coarse, tt.trial)) + time.Duration(len(steps)-coarse)*(per+tt.trial)
+		fails := 0
+		for _, st := range steps {
+			if !st.Pass {
+				fails++
+			}
+		}
+		want := bootEstimate + time.Duration(coarse)*(per+min(in.coarse, tt.trial)) + time.Duration(len(steps)-coarse)*(per+tt.trial) +
+			time.Duration(len(steps))*stepOverhead + time.Duration(fails)*settleEstimate
 		if got := in.Estimate(tt.trial); got != want {
 			t.Errorf("params %v quick %v: estimate %v, want %v", tt.params, tt.quick, got, want)
 		}
 	}
 }
+
+// TestTimedOut: a swamped stack's health check (a request that ran out of
+// time) is asked again; any other failure ends the platform's search.
+func TestTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("nginx 192.0.2.2:1: %w", &url.Error{Op: "Get", URL: "http://192.0.2.2:1/", Err: timeoutErr{}}), true},
+		{fmt.Errorf("nginx 192.0.2.2:1: connection refused"), false},
+		{fmt.Errorf("nginx 192.0.2.2:1: the home page is not the auction's"), false},
+	} {
+		if got := timedOut(tc.err); got != tc.want {
+			t.Errorf("timedOut(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "Client.Timeout exceeded while awaiting headers" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

@@ -144,15 +144,42 @@ func TestRules(t *testing.T) {
 func TestSearchFloor(t *testing.T) {
 	in, _ := newInstance(t, map[string]string{"start_rate": "50"}, true) // coarse 500ms
 	c := in.searchConfig(time.Second)
-	if c.Min != 200 || c.Start != 200 {
-		t.Errorf("quick, 1 s trials: min %g start %g, want 200 (100 requests in a 0.5 s coarse step)", c.Min, c.Start)
+	if c.Min != 100 || c.Start != 100 {
+		t.Errorf("quick, 1 s trials: min %g start %g, want 100 (1000 requests in the longest, 10 s, step)", c.Min, c.Start)
 	}
 	in, _ = newInstance(t, nil, false) // coarse 2s
-	if c := in.searchConfig(5 * time.Second); c.Min != 50 || c.Start != 1000 {
-		t.Errorf("full: min %g start %g, want 50 and 1000", c.Min, c.Start)
+	if c := in.searchConfig(5 * time.Second); c.Min != 100 || c.Start != 1000 {
+		t.Errorf("full: min %g start %g, want 100 and 1000", c.Min, c.Start)
 	}
 	if err := c.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDecideAt: every step's decision holds the 1000 requests a p99 needs
+// (10 beyond it), the interval lengthened at low rates up to 10 s; at
+// rates that fill the interval it is unchanged.
+func TestDecideAt(t *testing.T) {
+	for _, tc := range []struct {
+		base time.Duration
+		rate float64
+		want time.Duration
+	}{
+		{500 * time.Millisecond, 2000, 500 * time.Millisecond},
+		{500 * time.Millisecond, 30000, 500 * time.Millisecond},
+		{500 * time.Millisecond, 1000, time.Second},
+		{500 * time.Millisecond, 200, 5 * time.Second},
+		{time.Second, 250, 4 * time.Second},
+		{500 * time.Millisecond, 100, 10 * time.Second},
+		{500 * time.Millisecond, 50, 10 * time.Second}, // below the floor: capped
+		{5 * time.Second, 400, 5 * time.Second},
+	} {
+		if got := decideAt(tc.base, tc.rate); got != tc.want {
+			t.Errorf("decideAt(%v, %g) = %v, want %v", tc.base, tc.rate, got, tc.want)
+		}
+	}
+	if tailSamples != 1000 {
+		t.Errorf("a p99 needs %d requests, want 1000 (stats.MinTailSamples)", tailSamples)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nearnative/nearnative/apps/olio"
@@ -38,6 +39,17 @@ const (
 	ParamConditional = "conditional"
 	ParamAttend      = "attend"
 	ParamTimeout     = "timeout"
+	// ParamTag is SiteConfig's Tag: it keeps the names the users register
+	// unique across the driver runs of one data copy.
+	ParamTag = "tag"
+	// ParamSession, when set, keeps the users of this driver process from
+	// one run to the next under that key (until ReleaseSession): a user of
+	// the next run continues its visit where it stopped (its place in the
+	// Markov chain, its login, cookies and browser cache), as Weathervane's
+	// users do when its findMax search changes the load. Child driver
+	// processes live for one run, so with drivers > 0 every run's users
+	// start fresh.
+	ParamSession = "session"
 )
 
 // BehaviourConfig is what the behaviour's parameters say.
@@ -49,6 +61,8 @@ type BehaviourConfig struct {
 	ConditionalShare float64
 	AttendChance     float64
 	RequestTimeout   time.Duration
+	Tag              string
+	Session          string
 }
 
 // Params encodes c as the behaviour's parameters.
@@ -61,6 +75,7 @@ func (c BehaviourConfig) Params() map[string]string {
 		ParamMatrix:      FormatMatrix(c.Matrix),
 		ParamConditional: f(c.ConditionalShare), ParamAttend: f(c.AttendChance),
 		ParamTimeout: c.RequestTimeout.String(),
+		ParamTag:     c.Tag, ParamSession: c.Session,
 	}
 }
 
@@ -108,55 +123,114 @@ func parseBehaviour(p map[string]string) (BehaviourConfig, error) {
 		}
 		c.RequestTimeout = d
 	}
+	c.Tag, c.Session = p[ParamTag], p[ParamSession]
+	if strings.ContainsFunc(c.Tag, func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }) || len(c.Tag) > 8 {
+		return c, fmt.Errorf("parameter %s %q: want at most 8 lower-case letters and digits (it goes into user names of at most 25 characters)", ParamTag, c.Tag)
+	}
 	return c, nil
 }
 
 // factory makes the users of one driver process: one Site (with its shared
-// keep-alive transport) per instance.
+// keep-alive transport) per instance; in a session it also keeps the users.
 type factory struct {
 	cfg   BehaviourConfig
 	sites []*Site
 	ops   [NumOps]string
+
+	mu    sync.Mutex
+	users map[int]*driverUser // in a session
 }
+
+var (
+	sessionsMu sync.Mutex
+	sessions   = map[string]*factory{}
+)
 
 func newFactory(p map[string]string, dial driver.DialFunc) (driver.Factory, error) {
 	c, err := parseBehaviour(p)
 	if err != nil {
 		return nil, err
 	}
-	f := &factory{cfg: c}
+	if c.Session != "" {
+		sessionsMu.Lock()
+		defer sessionsMu.Unlock()
+		if old, ok := sessions[c.Session]; ok {
+			if strings.Join(old.cfg.Bases, ",") != strings.Join(c.Bases, ",") || old.cfg.Counts != c.Counts || old.cfg.Matrix != c.Matrix {
+				return nil, fmt.Errorf("driver session %s was opened with other sites, data or matrix", c.Session)
+			}
+			return old, nil
+		}
+	}
+	f := &factory{cfg: c, users: map[int]*driverUser{}}
 	for i, op := range Ops {
 		f.ops[i] = op.String()
 	}
 	for _, base := range c.Bases {
 		s, err := NewSite(SiteConfig{Base: base, Counts: c.Counts, Users: c.UsersPerInstance,
-			ConditionalShare: c.ConditionalShare, AttendChance: c.AttendChance, RequestTimeout: c.RequestTimeout, Dial: dial})
+			ConditionalShare: c.ConditionalShare, AttendChance: c.AttendChance, RequestTimeout: c.RequestTimeout, Tag: c.Tag, Dial: dial})
 		if err != nil {
-			f.Close()
+			f.closeSites()
 			return nil, err
 		}
 		f.sites = append(f.sites, s)
 	}
+	if c.Session != "" {
+		sessions[c.Session] = f
+	}
 	return f, nil
+}
+
+// ReleaseSession ends a session: its users are dropped and its sites'
+// idle connections closed. Releasing an unknown session does nothing.
+func ReleaseSession(key string) {
+	sessionsMu.Lock()
+	f, ok := sessions[key]
+	delete(sessions, key)
+	sessionsMu.Unlock()
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	f.users = nil
+	f.mu.Unlock()
+	f.closeSites()
 }
 
 // Ops implements driver.Factory.
 func (f *factory) Ops() []string { return f.ops[:] }
 
-// Close implements driver.Factory.
+// Close implements driver.Factory: a session's sites stay open until
+// ReleaseSession.
 func (f *factory) Close() error {
-	for _, s := range f.sites {
-		s.Close()
+	if f.cfg.Session == "" {
+		f.closeSites()
 	}
 	return nil
 }
 
+func (f *factory) closeSites() {
+	for _, s := range f.sites {
+		s.Close()
+	}
+}
+
 // NewUser implements driver.Factory: user id browses instance id % N, so
 // that the users the ramp-up starts in id order fill every instance
-// together.
+// together. In a session, the user of an earlier run with that id comes
+// back as it was (and rng is not used).
 func (f *factory) NewUser(_ context.Context, id int, rng *rand.Rand) (driver.User, error) {
+	if f.cfg.Session != "" {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if u, ok := f.users[id]; ok {
+			return u, nil
+		}
+	}
 	u := f.sites[id%len(f.sites)].NewUser(id, rng, &f.cfg.Matrix)
 	du := &driverUser{u: u}
+	if f.cfg.Session != "" && f.users != nil {
+		f.users[id] = du
+	}
 	for _, op := range Ops {
 		fn := u.op(op)
 		du.fns[op] = func(ctx context.Context) error {

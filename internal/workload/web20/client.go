@@ -40,6 +40,11 @@ type SiteConfig struct {
 	// Dial opens the users' connections (nil: net.Dialer); the driver
 	// gives the run's client host's.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Tag goes into the names of the people the users register, so that
+	// the users of two driver runs on the same data (the steps of a
+	// find-max search) never register the same name twice: the names are
+	// unique in Olio's person table.
+	Tag string
 }
 
 func (c SiteConfig) withDefaults() SiteConfig {

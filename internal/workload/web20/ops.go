@@ -166,7 +166,10 @@ func (u *User) AddPerson(ctx context.Context) error {
 		return fmt.Errorf("AddPerson: %w", err)
 	}
 	u.added++
-	name := fmt.Sprintf("n%d_%d", u.id, u.added) // unique in the run; not a loaded name
+	name := fmt.Sprintf("n%d_%d", u.id, u.added) // unique in the driver run; not a loaded name
+	if u.site.cfg.Tag != "" {
+		name += "_" + u.site.cfg.Tag // unique across the runs on the same data
+	}
 	form := [][2]string{
 		{"user_name", name}, {"password", "pw" + name}, {"passwordx", "pw" + name},
 		{"first_name", "New"}, {"last_name", fmt.Sprintf("User%d", u.id)}, {"email", name + "@example.com"},

@@ -70,7 +70,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 // fixed runs the users once and reports the seed's figures.
 func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deployment, bases []string, counts olio.Counts, res *workload.Result) error {
 	users := in.s.Users
-	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, userSeed(t.Round, 0), 0)
+	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.RampUp, t.Duration, userSeed(t.Round, 0), 0, "")
 	if err != nil {
 		return err
 	}
@@ -91,10 +91,23 @@ func (in *Instance) fixed(ctx context.Context, t workload.Trial, d *deploy.Deplo
 	res.Where = appendNew(res.Where, rec.CPUSources...)
 	res.Notes = append(res.Notes, in.describe(users), rec.summary(), rec.CPUNote)
 	res.Notes = append(res.Notes, rec.notes()...)
+	if n := in.sigmasNote(); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	if n := rampNote(in.s.RampUp, in.s.Cycle); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
 	return nil
+}
+
+// sigmasNote says, when qos_sigmas makes Faban's rules know their sample
+// size, what they are; "" for the seed's rules.
+func (in *Instance) sigmasNote() string {
+	if in.s.Sigmas <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("Faban's mix and p90 rules know the interval's sample size (qos_sigmas %g): a share's tolerance is the larger of ±%g points and %g binomial standard errors at the operations the interval completed; a p90 fails when the share beyond its limit exceeds 10%% by more than %g standard errors; an operation with none in the interval is not judged. The seed's rules are these with qos_sigmas 0",
+		in.s.Sigmas, MixTolerancePoints, in.s.Sigmas, in.s.Sigmas)
 }
 
 // transientCycles is the ramp-up, in mean cycles, after which the users'
@@ -117,11 +130,25 @@ func rampNote(rampUp, cycle time.Duration) string {
 }
 
 // findMax searches for the most users per instance that pass every rule.
+//
+// The users persist from step to step, as Weathervane's do (in process; a
+// child driver's start fresh each step): a step adds users to or removes
+// them from those of the step before, which go on where they were in the
+// Markov chain, logged in, with their browser caches. Fresh users at every
+// step would all start at HomePage with cold caches, and a step's decision
+// interval would count their first few operations, whose mix is not the
+// chain's (HomePage about 2.7 points low after a 5 s ramp-up: a bias the mix
+// rule would fail however large the sample).
 func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Deployment, bases []string, counts olio.Counts, res *workload.Result) error {
+	session := ""
+	if in.s.Drivers == 0 {
+		session = string(t.Run) + "/" + t.Name
+		defer ReleaseSession(session)
+	}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
 		users := int(st.Value)
 		ramp := in.s.StepRamp
-		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq)
+		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq, session)
 		if err != nil {
 			return search.Outcome{}, err
 		}
@@ -134,6 +161,25 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		}
 		summary := fmt.Sprintf("%s %d users per instance: %s", st.Phase, users, rec.summary())
 		fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
+		if !rec.QoS.Pass {
+			// An overloaded stack goes on serving what the overload queued
+			// after the driver stops: let it work that off before the next
+			// step, which would meet the backlog (workload.Settle).
+			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+				ts, err := tierCPU(ctx, d)
+				var sum time.Duration
+				for _, v := range ts {
+					sum += v
+				}
+				return sum, err
+			})
+			if err != nil {
+				return search.Outcome{}, err
+			}
+			if !drained {
+				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users per instance\n", t.Name, waited.Round(time.Second), users)
+			}
+		}
 		return search.Outcome{Pass: rec.QoS.Pass, Summary: summary, Detail: b}, nil
 	}
 	sr, err := search.Run(ctx, in.s.Search, t.Steps, exec)
@@ -144,6 +190,9 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		last := "no steps"
 		if len(sr.Steps) > 0 {
 			last = sr.Steps[len(sr.Steps)-1].Summary
+		}
+		if sr.Reason == search.ReasonStepCap {
+			return fmt.Errorf("%w in %d steps (%s): %s", errNoPass, len(sr.Steps), search.ReasonStepCap, last)
 		}
 		return fmt.Errorf("%w down to %g users per instance: %s", errNoPass, in.s.Search.Min, last)
 	}
@@ -178,10 +227,18 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	if in.s.Search.Tolerance > search.DefaultTolerance {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search stops within %g%% (coarser than Weathervane's %g%%: a quick search)", in.s.Search.Tolerance*100, search.DefaultTolerance*100))
 	}
+	if in.s.MaxSized {
+		res.Notes = append(res.Notes, fmt.Sprintf("the search tries at most %g users per instance, sized from the machine (max_users 0: %d per CPU among the instances), from %g", in.s.Search.Max, UsersPerCPU, in.s.Search.Start))
+	}
+	if n := in.sigmasNote(); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	if sr.Resumed > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
-	if sr.Reason != search.ReasonVerified {
+	if c, ok := sr.CeilingOf(MetricMaxUsers); ok {
+		res.Notes = append(res.Notes, c.Note())
+	} else if sr.Reason != search.ReasonVerified {
 		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
 	}
 	res.Notes = append(res.Notes, rec.notes()...)
@@ -247,8 +304,8 @@ type opRecord struct {
 // result: CPU of the machine, the servers, each tier and the driver over
 // the load.
 func (in *Instance) measure(ctx context.Context, t workload.Trial, d *deploy.Deployment, users int, bases []string, counts olio.Counts,
-	ramp, steady time.Duration, seed int64, step int) (*record, error) {
-	c := in.driverConfig(users, bases, counts, ramp, steady, seed, string(t.Run))
+	ramp, steady time.Duration, seed int64, step int, session string) (*record, error) {
+	c := in.driverConfig(users, bases, counts, ramp, steady, seed, string(t.Run), session)
 	c.Client = t.Client
 	var servers []platform.Server
 	for _, r := range d.Servers() {

@@ -3,6 +3,7 @@ package web20
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,15 @@ const (
 	quickRampUp   = "10s"
 	quickRampDown = "2s"
 )
+
+// QuickSigmas is qos_sigmas under --quick: the mix and p90 rules allow 3.5
+// binomial standard errors at the operations a step completed (never less
+// than the seed's ±2 points and 10%). A rule with seven operations tested
+// every step fails one of them by chance in about 1 of 300 steps at 3.5
+// standard errors (two-sided normal tail 4.7e-4 per operation) against 1 of
+// 50 at 3; a chance failure in a search's coarse ramp halves the maximum
+// it finds, and a quick run holds some 80 steps.
+const QuickSigmas = 3.5
 
 // lagLimitShare: the driver's wake-up lag counts as saturation above this
 // share of the smallest p90 limit (a closed loop of 5 s cycles shrugs off
@@ -87,6 +97,8 @@ func (Workload) Params() []workload.Param {
 			Help: "the users' Markov chain: 7 rows (from) of 7 percentages (to), rows separated by \";\", in the mix's order (Olio's driver)"},
 		{Name: "limit_frequent", Type: workload.Duration, Default: P90Limit[HomePage].String(), Help: "p90 limit of HomePage, Login, TagSearch, EventDetail (the seed: 250ms)"},
 		{Name: "limit_rare", Type: workload.Duration, Default: P90Limit[AddEvent].String(), Help: "p90 limit of PersonDetail, AddPerson, AddEvent (the seed: 500ms)"},
+		{Name: "qos_sigmas", Type: workload.Float, Default: "0", Quick: strconv.FormatFloat(QuickSigmas, 'g', -1, 64), Min: 0, HasMin: true,
+			Help: "0: Faban's mix and p90 rules exactly (the seed's); above 0 the rules know their sample size, for decision intervals far shorter than Faban's: each share's tolerance is the larger of ±2 points and this many binomial standard errors at the operations the interval completed, a p90 fails when the share beyond its limit exceeds 10% by more than this many standard errors, and an operation with none in the interval is not judged (--quick's 20 s steps hold a few hundred operations)"},
 		{Name: "max_failures", Type: workload.Float, Default: "0.01", Min: 0, HasMin: true,
 			Help: "failed operations allowed, a share of each operation's attempts (not a Faban rule: nearnative's, so that a run whose operations fail cannot pass)"},
 		{Name: "conditional_share", Type: workload.Float, Default: strconv.FormatFloat(DefaultConditionalShare, 'g', -1, 64), Min: 0, HasMin: true,
@@ -104,12 +116,15 @@ func (Workload) Params() []workload.Param {
 			Help: "vm platforms (comma-separated study names, or all) on which each instance's database runs in a guest of its own, apart from its web tier (nginx + PHP-FPM): the seed's two-VM variant; vms then counts guest pairs there (vms: 1 and one instance: a web guest and a database guest); the web guest has the platform's vcpus, the database guest db_vcpus, both its vm_memory (the seed: 6 + 2 vCPUs, 2 GB each); ignored, with a note, on platforms that are not VMs"},
 		{Name: ParamDBVCPUs, Type: workload.Int, Default: "0", Min: 0, HasMin: true,
 			Help: "vm_split: vCPUs of the database's guest (0: the platform's vcpus, as the web guest; the seed: 2 beside a 6-vCPU web guest)"},
-		{Name: "start_users", Type: workload.Int, Default: "200", Quick: "25", Min: 1, HasMin: true, Help: "find-max: users per instance of the search's first step; the coarse ramp doubles them until a step fails"},
-		{Name: "max_users", Type: workload.Int, Default: "3000", Quick: "400", Min: 1, HasMin: true, Help: "find-max: the search never tries more users per instance (the data is loaded for them unless data_users says more)"},
-		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.1", Min: 0.001, HasMin: true,
+		{Name: "start_users", Type: workload.Int, Default: "200", Quick: "0", Min: 0, HasMin: true, Help: "find-max: users per instance of the search's first step; the coarse ramp doubles them until a step fails (halves them while it fails); 0: a quarter of max_users"},
+		{Name: "max_users", Type: workload.Int, Default: "3000", Quick: "0", Min: 0, HasMin: true,
+			Help: fmt.Sprintf("find-max: the search never tries more users per instance (the data is loaded for them unless data_users says more); 0: sized from the machine, %d per CPU divided among the instances (here %d for one instance), about twice what its CPUs carry, so that the search fails before this limit of its own", UsersPerCPU, MachineUsers(1))},
+		{Name: "tolerance", Type: workload.Float, Default: "0.01", Quick: "0.15", Min: 0.001, HasMin: true,
 			Help: "find-max: the search stops when the lowest failing and highest passing user counts are within this fraction (Weathervane: 1%)"},
-		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "10", Min: 2, HasMin: true, Help: "find-max: the search stops after this many steps and reports its best pass unverified"},
-		{Name: "step_ramp", Type: workload.Duration, Default: "1m", Quick: "5s", Help: "find-max: ramp-up of each step before its decision interval (the study's trial length)"},
+		{Name: "fine_step", Type: workload.Float, Default: strconv.FormatFloat(search.DefaultStep, 'g', -1, 64), Quick: "0.2", Min: 0.001, HasMin: true,
+			Help: "find-max: the fine search's first step, a fraction of the first failing user count (Weathervane: 5%; a larger one closes the bracket in fewer steps)"},
+		{Name: "max_steps", Type: workload.Int, Default: "40", Quick: "7", Min: 2, HasMin: true, Help: "find-max: the search stops after this many steps and reports its best pass unverified"},
+		{Name: "step_ramp", Type: workload.Duration, Default: "1m", Quick: "3s", Help: "find-max: ramp-up of each step before its decision interval (the study's trial length); the users of the step before go on, the new ones start over it"},
 	}
 	return append(ps, workload.TopologyParams(workload.TopologyDefaults{
 		Instances: DefaultInstances(), QuickInstances: 2, Layout: topology.ContainerPerServer, VMs: 1,
@@ -130,6 +145,7 @@ type Settings struct {
 	LimitFrequent    time.Duration
 	LimitRare        time.Duration
 	MaxFailures      float64
+	Sigmas           float64 // qos_sigmas
 	Conditional      float64
 	Attend           float64
 	RequestTimeout   time.Duration
@@ -139,6 +155,7 @@ type Settings struct {
 	BufferPool       string
 	Drivers          int
 	Search           search.Config // users per instance
+	MaxSized         bool          // max_users 0: from the machine
 	StepRamp         time.Duration
 	VMSplit          []string // platforms, or SplitAll
 	DBVCPUs          int
@@ -151,12 +168,19 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		Mode: v.String("mode"), Users: v.Int("users"), DataUsers: v.Int("data_users"), DataSeed: uint64(v.Int("data_seed")),
 		RampUp: v.Duration("ramp_up"), RampDown: v.Duration("ramp_down"), Cycle: v.Duration("cycle"),
 		LimitFrequent: v.Duration("limit_frequent"), LimitRare: v.Duration("limit_rare"),
-		MaxFailures: v.Float("max_failures"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
+		MaxFailures: v.Float("max_failures"), Sigmas: v.Float("qos_sigmas"), Conditional: v.Float("conditional_share"), Attend: v.Float("attend_chance"),
 		RequestTimeout: v.Duration("request_timeout"), Children: v.Int("php_children"), Workers: v.Int("nginx_workers"),
 		Connections: v.Int("nginx_connections"), BufferPool: v.String("buffer_pool"), Drivers: v.Int("drivers"),
 		StepRamp: v.Duration("step_ramp"), DBVCPUs: v.Int(ParamDBVCPUs),
 		Search: search.Config{Start: float64(v.Int("start_users")), Max: float64(v.Int("max_users")), Min: 1, Integer: true,
-			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps")},
+			Tolerance: v.Float("tolerance"), Step: v.Float("fine_step"), MaxSteps: v.Int("max_steps"), MaxIs: "the users allowed, max_users"},
+	}
+	instances := max(1, v.Int(workload.ParamInstances))
+	if s.Search.Max == 0 {
+		s.Search.Max, s.MaxSized = float64(MachineUsers(instances)), true
+	}
+	if s.Search.Start == 0 {
+		s.Search.Start = math.Max(1, math.Round(s.Search.Max/4))
 	}
 	for _, p := range strings.Split(v.String(ParamVMSplit), ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -259,7 +283,7 @@ func (in *Instance) Validate() error {
 	if err := in.checkSpecs(); err != nil {
 		return err
 	}
-	c := in.driverConfig(most, []string{"http://127.0.0.1:1"}, olio.CountsFor(size.Users), s.RampUp, time.Second, 1, "")
+	c := in.driverConfig(most, []string{"http://127.0.0.1:1"}, olio.CountsFor(size.Users), s.RampUp, time.Second, 1, "", "")
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("web20 driver settings (users, instances, drivers, driver_cpus, cycle): %w", err)
 	}
@@ -296,20 +320,28 @@ func (s Settings) limits() map[string]time.Duration {
 }
 
 // rules are Faban's pass rules (mix within 2 points, p90 within its limit,
-// mean cycle time within 2%) and nearnative's failure rule.
+// mean cycle time within 2%) and nearnative's failure rule; with qos_sigmas
+// the mix and p90 rules know their sample size (qos.MixPoints,
+// qos.Percentile).
 func (in *Instance) rules() qos.Set {
 	mix := map[string]float64{}
 	for _, op := range Ops {
 		mix[op.String()] = in.s.Mix[op]
 	}
-	set := qos.Faban(qos.FabanSpec{Mix: mix, MixPoints: MixTolerancePoints, Quantile: 0.9, Limits: in.s.limits(), CycleTolerance: CycleTolerance})
+	set := qos.Faban(qos.FabanSpec{Mix: mix, MixPoints: MixTolerancePoints, Quantile: 0.9, Limits: in.s.limits(), CycleTolerance: CycleTolerance,
+		Sigmas: in.s.Sigmas})
 	return append(set, qos.Failures{Max: in.s.MaxFailures})
 }
 
 // driverConfig is one driver run: users per instance over the instances
-// at bases, with these phases.
-func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, ramp, steady time.Duration, seed int64, run string) driver.Config {
+// at bases, with these phases; a find-max step's run keeps its users in
+// session (ParamSession) for the next step.
+func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, ramp, steady time.Duration, seed int64, run, session string) driver.Config {
 	s := in.s
+	pool := users // the sites' idle connections, one per user
+	if session != "" {
+		pool = max(users, int(s.Search.Max))
+	}
 	minCycle := map[string]time.Duration{}
 	for _, op := range Ops {
 		if MinCycle[op] > 0 {
@@ -322,8 +354,9 @@ func (in *Instance) driverConfig(users int, bases []string, counts olio.Counts, 
 	}
 	c := driver.Config{
 		Behaviour: Behaviour,
-		Params: BehaviourConfig{Bases: bases, Counts: counts, UsersPerInstance: users, Matrix: s.Matrix,
-			ConditionalShare: nonZero(s.Conditional), AttendChance: nonZero(s.Attend), RequestTimeout: s.RequestTimeout}.Params(),
+		Params: BehaviourConfig{Bases: bases, Counts: counts, UsersPerInstance: pool, Matrix: s.Matrix,
+			ConditionalShare: nonZero(s.Conditional), AttendChance: nonZero(s.Attend), RequestTimeout: s.RequestTimeout,
+			Tag: strconv.FormatInt(seed, 36), Session: session}.Params(),
 		Mode:  driver.Closed,
 		Users: users * len(bases),
 		Pacing: driver.Pacing{Mode: driver.Cycle, MinCycle: minCycle,
@@ -378,26 +411,71 @@ func (in *Instance) describe(users int) string {
 	return b.String()
 }
 
+// UsersPerCPU sizes a find-max search's maximum (and so the data) when
+// max_users is 0: about twice the users per instance one CPU carries, so
+// that the search fails before this limit of its own on the development
+// machine and on one whose CPUs are up to twice as fast. Measured (run
+// 20261126-222820-fdff, native, one instance, on the 2-core development
+// machine while other engineers' builds kept its load average at 22-26):
+// the servers and the driver used 7.1 ms of CPU an operation, and a user
+// does 0.2 operations a second (5 s cycles), 1.4 ms of CPU a second, so a
+// CPU carries at most about 700 users; on a quiet machine an operation
+// costs less. A machine whose search still passes at the limit reports
+// ">= N (the users allowed, max_users)", not a maximum (search.Ceiling).
+// The data for 3200 users (2 CPUs) holds about 450 MB of tables and
+// indexes, which the default buffer_pool (512m) just holds; on a machine
+// with more CPUs per instance, raise buffer_pool with it, or the search
+// measures MariaDB's reads from disk.
+const UsersPerCPU = 1600
+
+// MachineUsers is max_users sized from the machine for instances Olio
+// instances sharing it: UsersPerCPU per CPU, divided among them, within
+// the sizes Olio loads.
+func MachineUsers(instances int) int {
+	u := UsersPerCPU * max(sysinfo.CPUCount(), 1) / max(instances, 1)
+	return min(max(u, olio.MinUsers), olio.MaxUsers)
+}
+
 // For the run's duration estimate: the stack's start and stop beyond the
 // engine's per-platform start-up (web20-scaleout --quick trials took 34 to
-// 42 s for 32 s of phases, run 20261123-171638-8e64), and where a find-max
-// search's peak is assumed: just below the most users it may try, so that
-// the search fails at the top and fine-steps back.
+// 42 s for 32 s of phases, run 20261123-171638-8e64), and what a find-max
+// step adds to its phases (the driver's start, the CPU readings, the
+// deployment's check: 22-23 s a step of 22 s of phases in run
+// 20261126-222820-fdff).
 const (
 	stackEstimate = 5 * time.Second
-	typicalPeak   = 0.9
+	stepOverhead  = 500 * time.Millisecond
 )
 
+// expectedPeak is where the estimate puts a find-max search's maximum:
+// half of what max_users 0 sizes from the machine (what its CPUs carry),
+// or the most users the search may try if that is lower. The search then
+// runs its coarse ramp past it, fails, and fine-steps back.
+func (s Settings) expectedPeak() float64 {
+	return min(s.Search.Max, float64(MachineUsers(s.Topology.Instances))/2)
+}
+
 // Estimate implements workload.Estimator: one run of ramp-up, the trial and
-// ramp-down; in find-max mode the search as search.Simulate plays it, each
-// step a step_ramp, the trial and the ramp-down.
+// ramp-down; in find-max mode the search as search.Simulate plays it against
+// expectedPeak, each step a step_ramp, the trial and the ramp-down.
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	if in.s.Mode != ModeFindMax {
 		return stackEstimate + in.s.RampUp + trial + in.s.RampDown
 	}
-	steps, err := search.Simulate(in.s.Search, typicalPeak*in.s.Search.Max)
+	steps, err := search.Simulate(in.s.Search, in.s.expectedPeak())
 	if err != nil {
 		return stackEstimate + trial
 	}
-	return stackEstimate + time.Duration(len(steps))*(in.s.StepRamp+trial+in.s.RampDown)
+	d := stackEstimate
+	for _, st := range steps {
+		d += in.s.StepRamp + trial + in.s.RampDown + stepOverhead
+		if !st.Pass {
+			d += settleEstimate
+		}
+	}
+	return d
 }
+
+// settleEstimate is what settling adds after a failing step: one second's
+// reading of the servers' CPU when they are idle (workload.Settle).
+const settleEstimate = time.Second

@@ -56,8 +56,30 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.s.dataSize().Users != 400 || f.s.Search.Start != 25 || !f.s.Search.Integer {
-		t.Errorf("find-max quick: data %v, search %+v", f.s.dataSize(), f.s.Search)
+	// Quick: the search's maximum, and the data, sized from the machine for
+	// its 2 instances; the search from a quarter of it; the sample-aware
+	// rules. The full study's are the seed's.
+	if u := MachineUsers(2); f.s.dataSize().Users != u || f.s.Search.Max != float64(u) || f.s.Search.Start != math.Round(float64(u)/4) || !f.s.Search.Integer || f.s.Sigmas != QuickSigmas {
+		t.Errorf("find-max quick: data %v, search %+v, sigmas %g; want %d users sized from the machine", f.s.dataSize(), f.s.Search, f.s.Sigmas, u)
+	}
+	full, err := newInstance(t, map[string]string{"mode": "find-max"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.s.Search.Max != 3000 || full.s.Search.Start != 200 || full.s.Sigmas != 0 || full.s.MaxSized || full.s.Search.Step != search.DefaultStep {
+		t.Errorf("find-max full: search %+v sigmas %g, want the seed's rules and Weathervane's steps", full.s.Search, full.s.Sigmas)
+	}
+	for _, r := range full.rules() {
+		switch r := r.(type) {
+		case qos.MixPoints:
+			if r.Sigmas != 0 || r.Points != 2 {
+				t.Errorf("full mix rule %+v, want Faban's ±2 points exactly", r)
+			}
+		case qos.Percentile:
+			if r.Sigmas != 0 {
+				t.Errorf("full p90 rule %+v, want Faban's exactly", r)
+			}
+		}
 	}
 	if ms := f.Metrics(); ms[0].Name != MetricMaxUsers || !ms[0].HigherIsBetter {
 		t.Errorf("find-max metrics start with %+v", ms[0])
@@ -146,6 +168,72 @@ func TestFactorySpreadsUsers(t *testing.T) {
 	}
 }
 
+// TestSessionKeepsUsers: in a session the users of one driver run come
+// back in the next as they were (their place in the chain, their login and
+// cache), a session cannot be reopened on other sites, and a released
+// session's users are gone; the tag is checked and carried to the sites.
+func TestSessionKeepsUsers(t *testing.T) {
+	c := BehaviourConfig{Bases: []string{"http://127.0.0.1:1"}, Counts: olio.Counts{Persons: 100, Tags: 10, Events: 30},
+		UsersPerInstance: 2, Matrix: DefaultMatrix, RequestTimeout: time.Second, Tag: "k1", Session: "test-run/r0"}
+	defer ReleaseSession(c.Session)
+	f1, err := driver.Lookup(Behaviour, c.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u1, err := f1.NewUser(t.Context(), 3, rand.New(rand.NewPCG(1, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, _ := u1.Next(); op != "HomePage" {
+		t.Fatalf("a new user starts with %s", op)
+	}
+	f1.Close() // the end of the first run: a session's sites stay open
+	f2, err := driver.Lookup(Behaviour, c.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, _ := f2.NewUser(t.Context(), 3, rand.New(rand.NewPCG(9, 9)))
+	if u2 != u1 {
+		t.Fatal("the session's user 3 did not come back in the next run")
+	}
+	// The chain never goes from HomePage to HomePage: a user that goes on
+	// does not start over there.
+	if op, _ := u2.Next(); op == "HomePage" {
+		t.Error("the user started over at HomePage")
+	}
+	if u2.(*driverUser).u.site.cfg.Tag != "k1" {
+		t.Errorf("the sites' tag is %q", u2.(*driverUser).u.site.cfg.Tag)
+	}
+	other := c
+	other.Bases = []string{"http://127.0.0.1:2"}
+	if _, err := driver.Lookup(Behaviour, other.Params()); err == nil {
+		t.Error("a session reopened on another site")
+	}
+	ReleaseSession(c.Session)
+	f3, err := driver.Lookup(Behaviour, c.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3, _ := f3.NewUser(t.Context(), 3, rand.New(rand.NewPCG(1, 3)))
+	if u3 == u1 {
+		t.Error("a released session's user came back")
+	}
+	// Without a session every run's users are new.
+	c.Session = ""
+	g, _ := driver.Lookup(Behaviour, c.Params())
+	defer g.Close()
+	a, _ := g.NewUser(t.Context(), 3, rand.New(rand.NewPCG(1, 3)))
+	b, _ := g.NewUser(t.Context(), 3, rand.New(rand.NewPCG(1, 3)))
+	if a == b {
+		t.Error("without a session a user came back")
+	}
+	bad := c.Params()
+	bad[ParamTag] = "Tag_with-space"
+	if _, err := parseBehaviour(bad); err == nil {
+		t.Error("a tag that does not fit a user name was accepted")
+	}
+}
+
 // TestRecordValues: every declared metric has a value, the per-rule
 // outcomes come from the verdict, and percentiles say how many operations
 // they come from.
@@ -229,9 +317,10 @@ func TestRulesAreFaban(t *testing.T) {
 }
 
 // TestEstimate: a fixed trial is its ramps and the trial beside the stack's
-// start; a find-max trial (quick: 25 .. 400 users, which fails at the assumed
-// peak of 360, in 5 coarse steps, then fine steps within the cap of 10) is
-// its steps, each a step ramp, the trial and the ramp-down.
+// start; a find-max trial (quick: from a quarter of the machine-sized
+// maximum, doubling past the assumed peak of half of it, in 3 coarse steps,
+// then fine steps within the cap of 7) is its steps, each a step ramp, the
+// trial, the ramp-down and the step's overhead.
 func TestEstimate(t *testing.T) {
 	fixed, err := newInstance(t, nil, true)
 	if err != nil {
@@ -244,7 +333,10 @@ func TestEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := search.Simulate(fm.s.Search, typicalPeak*fm.s.Search.Max)
+	if fm.s.Search.Max != float64(MachineUsers(fm.s.Topology.Instances)) || fm.s.Search.Start != math.Round(fm.s.Search.Max/4) || !fm.s.MaxSized {
+		t.Errorf("quick find-max: start %g, max %g (sized %v), want a quarter of %d and it", fm.s.Search.Start, fm.s.Search.Max, fm.s.MaxSized, MachineUsers(fm.s.Topology.Instances))
+	}
+	steps, err := search.Simulate(fm.s.Search, fm.s.expectedPeak())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,10 +346,16 @@ func TestEstimate(t *testing.T) {
 			coarse++
 		}
 	}
-	if coarse != 5 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
+	if coarse != 3 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
 		t.Errorf("find-max: %d steps, %d coarse: %v", len(steps), coarse, steps)
 	}
-	if got, want := fm.Estimate(20*time.Second), stackEstimate+time.Duration(len(steps))*(fm.s.StepRamp+20*time.Second+fm.s.RampDown); got != want {
+	fails := 0
+	for _, st := range steps {
+		if !st.Pass {
+			fails++
+		}
+	}
+	if got, want := fm.Estimate(20*time.Second), stackEstimate+time.Duration(len(steps))*(fm.s.StepRamp+20*time.Second+fm.s.RampDown+stepOverhead)+time.Duration(fails)*settleEstimate; got != want || fails == 0 {
 		t.Errorf("find-max: %v, want %v", got, want)
 	}
 }

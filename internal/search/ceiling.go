@@ -1,0 +1,64 @@
+package search
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A search that ends without a failing step above its best pass has not
+// found a maximum: it stopped at a limit of its own making (the data loaded
+// for so many users, the users or the rate it may try, its step cap), and
+// its best pass is only a lower bound of the real maximum. Reporting it as
+// a maximum would make a ratio of two ceilings (1.000 [1.000, 1.000]) look
+// like a result. Every find-max workload stores such a result with the note
+// Ceiling.Note makes, and the analysis reads it back with ParseCeiling:
+// the value is shown as ">= value (limit)", with no ratio and no verdict.
+
+// CeilingPrefix starts the trial note of a result that is a lower bound.
+const CeilingPrefix = "ceiling: "
+
+// Ceiling is a find-max result that reached a limit of the search's own.
+type Ceiling struct {
+	// Metric is the trial's metric that holds the search's result.
+	Metric string
+	// Value is the best pass: the real maximum is at least this.
+	Value float64
+	// Is names the limit: "the data's limit", "the rate cap".
+	Is string
+}
+
+// CeilingOf returns the ceiling a finished search's decision reached, for
+// the trial metric that holds its result; false when the search found a
+// failing step above its maximum (or no pass at all).
+func (d Decision) CeilingOf(metric string) (Ceiling, bool) {
+	if !d.Done || !d.Found || !d.Ceiling {
+		return Ceiling{}, false
+	}
+	return Ceiling{Metric: metric, Value: d.Max, Is: d.CeilingIs}, true
+}
+
+// Note is the trial note that marks the metric as a lower bound.
+func (c Ceiling) Note() string {
+	return fmt.Sprintf("%s%s >= %s (%s): the search stopped at this limit of its own with no failing step above its best pass, so it found no maximum; the value is a lower bound and gets no ratio or verdict",
+		CeilingPrefix, c.Metric, strconv.FormatFloat(c.Value, 'g', -1, 64), c.Is)
+}
+
+var ceilingNote = regexp.MustCompile(`^` + regexp.QuoteMeta(CeilingPrefix) + `(\S+) >= (\S+) \(([^()]*)\)`)
+
+// ParseCeiling reads a note Note wrote; false for any other note.
+func ParseCeiling(note string) (Ceiling, bool) {
+	if !strings.HasPrefix(note, CeilingPrefix) {
+		return Ceiling{}, false
+	}
+	m := ceilingNote.FindStringSubmatch(note)
+	if m == nil {
+		return Ceiling{}, false
+	}
+	v, err := strconv.ParseFloat(m[2], 64)
+	if err != nil {
+		return Ceiling{}, false
+	}
+	return Ceiling{Metric: m[1], Value: v, Is: m[3]}, true
+}
