@@ -124,9 +124,9 @@ type Opener struct {
 // containers; every other platform takes the study's setting.
 func ClientNeed(base string) host.Need {
 	switch base {
-	case platform.DockerProxy:
+	case platform.DockerProxy, platform.DockerRunscProxy:
 		return host.LoopbackOnly
-	case platform.DockerNAT:
+	case platform.DockerNAT, platform.DockerRunscNAT, platform.Podman, platform.PodmanRootless:
 		return host.LinkAddress
 	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
 		return host.None
@@ -221,7 +221,9 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 	switch sp.Base {
 	case platform.Native:
 		return native.New(sp.Name, env, dir, sp.Options)
-	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork:
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork,
+		platform.DockerRunscNAT, platform.DockerRunscProxy, platform.DockerRunscBridge, platform.DockerRunscHost,
+		platform.DockerCrunBridge, platform.DockerCrunHost:
 		eng, err := engine.Get(ctx)
 		if err != nil {
 			return nil, err
