@@ -75,13 +75,13 @@ type Service struct {
 	// subUID and subGID are the user's first subordinate ranges (start,
 	// count).
 	subUID, subGID [2]int
-	dir      string // the run's temp dir: the socket and the service's log
-	xdg      string // the rootless user's XDG_RUNTIME_DIR
-	cmd      *exec.Cmd
-	done     chan struct{}
-	log      string // the service's output
-	eng      *docker.Engine
-	version  string
+	dir            string // the run's temp dir: the socket and the service's log
+	xdg            string // the rootless user's XDG_RUNTIME_DIR
+	cmd            *exec.Cmd
+	done           chan struct{}
+	log            string // the service's output
+	eng            *docker.Engine
+	version        string
 
 	closeOnce sync.Once
 	closeErr  error
