@@ -20,6 +20,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/lxc"
 	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/platforms/netns"
 	"github.com/nearnative/nearnative/internal/platforms/podman"
@@ -232,6 +233,8 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 		return docker.New(sp.Base, sp.Name, env, eng, sp.Options)
 	case platform.Podman, platform.PodmanRootless:
 		return podman.New(sp.Base, sp.Name, env, sp.Options, engine.Get)
+	case platform.LXC:
+		return lxc.New(sp.Name, env, dir, sp.Options, engine.Get)
 	case platform.VM, platform.VMDocker, platform.VMDockerHost:
 		return vm.NewKind(sp.Base, sp.Name, env, dir, sp.Options, func(ctx context.Context) (client.APIClient, error) {
 			eng, err := engine.Get(ctx)
