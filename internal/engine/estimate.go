@@ -19,6 +19,12 @@ func startup(base string) time.Duration {
 		return 300 * time.Millisecond
 	case platform.VM, platform.VMDocker, platform.VMDockerHost:
 		return 30 * time.Second
+	case platform.LXC:
+		return 500 * time.Millisecond
+	}
+	if platform.Family(base) == platform.FamilyGVisor {
+		// A sandbox (its sentry and gofer) to start and tear down.
+		return 3 * time.Second
 	}
 	return 1500 * time.Millisecond
 }
@@ -29,6 +35,9 @@ func startup(base string) time.Duration {
 func Estimate(st *study.Study, instances map[string]workload.Instance, rounds int) time.Duration {
 	var round time.Duration
 	for _, u := range st.Units() {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base) != nil {
+			continue // no trials
+		}
 		d := st.Trial
 		if e, ok := instances[u.Workload.Name].(workload.Estimator); ok {
 			d = e.Estimate(st.Trial)
@@ -42,7 +51,12 @@ func Estimate(st *study.Study, instances map[string]workload.Instance, rounds in
 func estimateLine(st *study.Study, instances map[string]workload.Instance, doneTrials int) string {
 	rounds := st.Warmup + st.Rounds
 	d := Estimate(st, instances, rounds)
-	units := len(st.Units())
+	units := 0
+	for _, u := range st.Units() {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base) == nil {
+			units++
+		}
+	}
 	if doneTrials > 0 && units > 0 {
 		d -= time.Duration(float64(d) * float64(doneTrials) / float64(rounds*units))
 	}

@@ -305,6 +305,27 @@ type PlatformChecker interface {
 	CheckPlatform(base string, o platform.Options) error
 }
 
+// PlatformRefuser is an Instance that cannot give a comparable result on
+// some kinds of platform, whatever their options (fio's direct I/O under
+// gVisor, which does not pass O_DIRECT on to the host's file): the engine
+// runs no trial of the workload on such a platform and says why with the
+// run, while the workload runs on the other platforms and the platform runs
+// the other workloads. A PlatformChecker's refusal, by contrast, is a
+// mistake in the study and stops it before it starts.
+type PlatformRefuser interface {
+	// RefusePlatform returns why the instance gives no comparable result
+	// on a platform of kind base; nil when it does.
+	RefusePlatform(base string) error
+}
+
+// Refusal is why in refuses platform kind base (PlatformRefuser), or nil.
+func Refusal(in Instance, base string) error {
+	if r, ok := in.(PlatformRefuser); ok {
+		return r.RefusePlatform(base)
+	}
+	return nil
+}
+
 // Workload is a kind of workload, before its parameters are chosen.
 type Workload interface {
 	Name() string
