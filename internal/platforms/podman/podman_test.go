@@ -136,6 +136,18 @@ func TestPodman(t *testing.T) {
 			if err := s.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
+			// A job writes a host directory of root's, mode 0700 (fio's
+			// data directory): a rootless container's root must own it.
+			vol, err := os.MkdirTemp("", "nn-podman-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(vol)
+			res, err := p.RunJob(ctx, "t1", platform.Spec{Name: "job", Volumes: []platform.Volume{{HostPath: vol, Path: "/data"}},
+				Command: func(platform.Listen) []string { return []string{"sh", "-c", "echo written > /data/f && cat /data/f"} }})
+			if err != nil || strings.TrimSpace(string(res.Stdout)) != "written" {
+				t.Errorf("job writing a volume: %v (%s%s)", err, res.Stdout, res.Stderr)
+			}
 			if runs, err := p.svc.Engine().Runs(ctx); err != nil || contains(runs, env.Run) {
 				t.Errorf("after Stop the run still has containers (%v)", err)
 			}
