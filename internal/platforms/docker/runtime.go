@@ -213,6 +213,11 @@ func hybridControllers() []string {
 	return strings.Fields(string(b))
 }
 
+// NetstackRefused reports whether the packaged runsc refuses gVisor's own
+// network stack on this kernel (see netstackRefused): setup then registers
+// runsc with --network=host.
+func NetstackRefused() bool { return netstackRefused() }
+
 // netstackRefused reports whether this kernel shows
 // /proc/sys/net/core/rmem_default in a network namespace other than the
 // host's: runsc releases of 2022 take that file for the sign of the host's
