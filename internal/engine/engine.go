@@ -407,7 +407,7 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 func (e *runner) refuse(ctx context.Context, units []study.Unit) (int, error) {
 	n := 0
 	for _, u := range units {
-		why := workload.Refusal(e.instances[u.Workload.Name], u.Platform.Base)
+		why := workload.Refusal(e.instances[u.Workload.Name], u.Platform.Base, e.plats[u.Platform.Name])
 		if why == nil {
 			continue
 		}

@@ -107,7 +107,7 @@ type fakeInstance struct {
 func (in *fakeInstance) Metrics() []workload.Metric { return in.kind.metrics }
 
 // RefusePlatform implements workload.PlatformRefuser.
-func (in *fakeInstance) RefusePlatform(base string) error {
+func (in *fakeInstance) RefusePlatform(base string, _ platform.Platform) error {
 	in.kind.mu.Lock()
 	defer in.kind.mu.Unlock()
 	if in.kind.b.refuse == nil {

@@ -35,7 +35,7 @@ func startup(base string) time.Duration {
 func Estimate(st *study.Study, instances map[string]workload.Instance, rounds int) time.Duration {
 	var round time.Duration
 	for _, u := range st.Units() {
-		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base) != nil {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, nil) != nil {
 			continue // no trials
 		}
 		d := st.Trial
@@ -53,7 +53,7 @@ func estimateLine(st *study.Study, instances map[string]workload.Instance, doneT
 	d := Estimate(st, instances, rounds)
 	units := 0
 	for _, u := range st.Units() {
-		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base) == nil {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, nil) == nil {
 			units++
 		}
 	}

@@ -290,6 +290,25 @@ type Degrader interface {
 	Degradations() []string
 }
 
+// Sandbox is a kernel of its own between a platform's servers and the
+// host's (gVisor's sentry): what it is and how its network is made.
+type Sandbox struct {
+	Name     string // "gVisor"
+	Platform string // how system calls reach it: "ptrace", "kvm", "systrap"
+	// Network is its network stack: "sandbox" (its own), "host" (the
+	// host kernel's sockets, in the container's namespace), "none".
+	Network string
+}
+
+// Sandboxed is implemented by platforms that may run their servers in a
+// sandbox: Sandbox says which, once the platform has been checked; ok is
+// false when its servers talk to the host's kernel directly. A workload
+// that needs what a sandbox lacks refuses the platform
+// (workload.PlatformRefuser).
+type Sandboxed interface {
+	Sandbox() (s Sandbox, ok bool)
+}
+
 // Options are the resource settings a platform variant applies to its servers.
 type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"

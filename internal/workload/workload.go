@@ -314,14 +314,17 @@ type PlatformChecker interface {
 // mistake in the study and stops it before it starts.
 type PlatformRefuser interface {
 	// RefusePlatform returns why the instance gives no comparable result
-	// on a platform of kind base; nil when it does.
-	RefusePlatform(base string) error
+	// on the platform p of kind base (p is nil where only the kind is
+	// known: a refusal that depends on how p was set up, a sandbox's
+	// network stack, then refuses nothing); nil when it does.
+	RefusePlatform(base string, p platform.Platform) error
 }
 
-// Refusal is why in refuses platform kind base (PlatformRefuser), or nil.
-func Refusal(in Instance, base string) error {
+// Refusal is why in refuses platform p of kind base (PlatformRefuser), or
+// nil.
+func Refusal(in Instance, base string, p platform.Platform) error {
 	if r, ok := in.(PlatformRefuser); ok {
-		return r.RefusePlatform(base)
+		return r.RefusePlatform(base, p)
 	}
 	return nil
 }

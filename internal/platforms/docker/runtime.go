@@ -252,6 +252,18 @@ func (p *dockerPlatform) Degradations() []string {
 	return []string{p.gvisor.Note()}
 }
 
+// Sandbox implements platform.Sandboxed: the platforms under runsc run
+// their servers in gVisor, with the platform and network stack dockerd's
+// registration gives runsc (known once Check has run).
+func (p *dockerPlatform) Sandbox() (platform.Sandbox, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gvisor == nil {
+		return platform.Sandbox{}, false
+	}
+	return platform.Sandbox{Name: "gVisor", Platform: p.gvisor.Platform, Network: p.gvisor.Network}, true
+}
+
 // HybridControllers lists the controllers of the v2 mount of a hybrid
 // cgroup layout, which crun (Podman's default runtime too) refuses.
 func HybridControllers() []string { return hybridControllers() }

@@ -91,6 +91,9 @@ func TestRuntimeKinds(t *testing.T) {
 			if err != nil || after <= before {
 				t.Errorf("CPU time %v then %v (%v): want it to grow with the load", before, after, err)
 			}
+			if sb, ok := p.Sandbox(); ok != (p.runtime == RuntimeRunsc) || (ok && (sb.Name != "gVisor" || sb.Network == "")) {
+				t.Errorf("Sandbox() = %+v, %v", sb, ok)
+			}
 			notes := p.Degradations()
 			if p.runtime == RuntimeRunsc && (len(notes) != 1 || !strings.Contains(notes[0], "gVisor") || !strings.Contains(notes[0], "platform ")) {
 				t.Errorf("Degradations() = %q, want gVisor's platform and network", notes)
