@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
-	"github.com/nearnative/nearnative/internal/platform"
 	placement "github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
