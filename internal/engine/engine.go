@@ -351,7 +351,7 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	prog := e.cfg.Progress
 	prog.Begin(e.run.ID, rounds*(len(units)-refused), len(e.done), rounds)
 	defer prog.End()
-	prog.Logf("%s", estimateLine(st, e.instances, len(e.done)))
+	prog.Logf("%s", estimateLine(st, e.instances, e.plats, len(e.done)))
 	if st.UntilCI > 0 {
 		prog.Logf("until-ci %.3g%%: at least %d counted rounds, at most %d rounds or %v", st.UntilCI, st.Rounds, st.MaxRounds, st.MaxTime)
 	}

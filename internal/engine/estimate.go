@@ -33,9 +33,16 @@ func startup(base string) time.Duration {
 // units: each trial's workload.Estimator figure (the trial length for
 // workloads without one) plus its platform's start-up.
 func Estimate(st *study.Study, instances map[string]workload.Instance, rounds int) time.Duration {
+	return estimate(st, instances, rounds, nil)
+}
+
+// estimate is Estimate knowing the opened platforms (nil: only their
+// kinds), so that a cell refused for how its platform was set up counts
+// no trials either.
+func estimate(st *study.Study, instances map[string]workload.Instance, rounds int, plats map[string]platform.Platform) time.Duration {
 	var round time.Duration
 	for _, u := range st.Units() {
-		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, nil) != nil {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, plats[u.Platform.Name]) != nil {
 			continue // no trials
 		}
 		d := st.Trial
@@ -48,12 +55,12 @@ func Estimate(st *study.Study, instances map[string]workload.Instance, rounds in
 }
 
 // estimateLine says how long the run is expected to take, for the log.
-func estimateLine(st *study.Study, instances map[string]workload.Instance, doneTrials int) string {
+func estimateLine(st *study.Study, instances map[string]workload.Instance, plats map[string]platform.Platform, doneTrials int) string {
 	rounds := st.Warmup + st.Rounds
-	d := Estimate(st, instances, rounds)
+	d := estimate(st, instances, rounds, plats)
 	units := 0
 	for _, u := range st.Units() {
-		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, nil) == nil {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, plats[u.Platform.Name]) == nil {
 			units++
 		}
 	}
