@@ -105,7 +105,7 @@ func (p *Platform) Name() string { return p.name }
 // containers' bridge.
 func (p *Platform) Check(ctx context.Context) error {
 	if err := Prerequisites(); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return err // the caller names the platform
 	}
 	eng, err := p.docker(ctx)
 	if err != nil {

@@ -70,7 +70,7 @@ func (p *Platform) rootless() bool { return p.kind == platform.PodmanRootless }
 // workload image is in Docker, and the service answers.
 func (p *Platform) Check(ctx context.Context) error {
 	if err := Prerequisites(p.rootless()); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return err // the caller names the platform
 	}
 	eng, err := p.docker(ctx)
 	if err != nil {
@@ -86,7 +86,12 @@ func (p *Platform) Check(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := p.service(ctx); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		if ctx.Err() != nil {
+			return err
+		}
+		// Podman is installed and set up, yet its service does not come
+		// up here: the platform cannot run, and says why.
+		return platform.Unavailablef("%s: %w", p.name, err)
 	}
 	return nil
 }
