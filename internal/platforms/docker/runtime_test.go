@@ -54,7 +54,7 @@ func TestNewKinds(t *testing.T) {
 // removed by Stop. On a machine where a runtime cannot run (Check refuses
 // with the fix) its case is skipped with that reason.
 func TestRuntimeKinds(t *testing.T) {
-	for _, kind := range []string{platform.DockerRunscBridge, platform.DockerRunscHost, platform.DockerCrunBridge, platform.DockerCrunHost} {
+	for _, kind := range []string{platform.DockerRunscNAT, platform.DockerRunscProxy, platform.DockerRunscBridge, platform.DockerRunscHost, platform.DockerCrunBridge, platform.DockerCrunHost} {
 		t.Run(kind, func(t *testing.T) {
 			p, env := newPlatform(t, kind, kind, platform.Options{})
 			ctx := context.Background()

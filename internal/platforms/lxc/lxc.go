@@ -153,6 +153,9 @@ func Version() string {
 	return strings.TrimSpace(string(out))
 }
 
+// version is Version, asked once.
+var version = sync.OnceValue(Version)
+
 // prepare makes what every container of the run needs, once: the root
 // file system, the bridge, the run's container directory, the client
 // host's route to the bridge.

@@ -153,7 +153,7 @@ func (s *server) Command() []string { return append([]string(nil), s.argv...) }
 func (s *server) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "LXC container %s", s.c.name)
-	if v := Version(); v != "" {
+	if v := version(); v != "" {
 		fmt.Fprintf(&b, " (lxc %s)", v)
 	}
 	fmt.Fprintf(&b, " on %s %s, booted in %v, server pid %d started by the agent", s.p.br.name, s.c.ip, s.c.booted.Round(time.Millisecond), s.pid)
