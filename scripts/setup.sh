@@ -2,8 +2,9 @@
 # Installs everything nearnative needs on Debian 12 (bookworm), idempotently:
 # the workload packages, the VM guest kernel (unpacked into nearnative's state
 # directory, not installed: /boot is left alone), a Go toolchain new enough
-# for this module, a running Docker daemon, the nearnative binary and the
-# workload image (which compiles nearnative's benchmark programs). Run as root.
+# for this module, a running Docker daemon, the nearnative binary, the
+# workload image (which compiles nearnative's benchmark programs) and what the
+# other container runtimes need (scripts/runtimes.sh). Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -161,6 +162,8 @@ say "installed /usr/local/bin/nearnative ($(nearnative version))"
 war=$(go run ./apps/auction/cmd/auction-build) || die "building the auction application failed (see above)"
 say "auction application: $war"
 
+# The container runtimes beside runc (gVisor, crun, Podman, LXC): dockerd's
+# runtimes, the rootless user and the rest, each change said as it is made.
 ./scripts/runtimes.sh host
 ref=$(nearnative image build | sed -n 's/^image \([^ ]*\) .*/\1/p')
 say "workload image $ref"
