@@ -2,8 +2,9 @@
 # Installs everything nearnative needs on Debian 12 (bookworm), idempotently:
 # the workload packages, the VM guest kernel (unpacked into nearnative's state
 # directory, not installed: /boot is left alone), a Go toolchain new enough
-# for this module, a running Docker daemon, the nearnative binary and the
-# workload image (which compiles nearnative's benchmark programs). Run as root.
+# for this module, a running Docker daemon, the nearnative binary, the
+# workload image (which compiles nearnative's benchmark programs) and what the
+# other container runtimes need (scripts/runtimes.sh). Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,13 @@ PACKAGES=(
   # the local Kubernetes node (`nearnative cluster up`, not run by setup): a
   # private containerd with CRI, the CNI plugins, nft to remove empty tables
   containerd runc containernetworking-plugins nftables
+  # the runtimes study's other container runtimes: gVisor (runsc) and crun
+  # under Docker, Podman rootful and rootless (netavark and aardvark-dns its
+  # network, slirp4netns the rootless network, uidmap's newuidmap and
+  # newgidmap the rootless user namespace, catatonit its pause process and
+  # --init), LXC. Podman 4.3.1 has no pasta network mode, so passt is not
+  # needed.
+  runsc crun podman netavark aardvark-dns slirp4netns uidmap catatonit lxc
   # what setup itself uses
   ca-certificates curl unzip git make procps util-linux e2fsprogs
   chromium  # headless browser: the HTML report test renders the report in it
@@ -46,7 +54,8 @@ PACKAGES=(
 # Services the packages start on installation: nearnative starts its own
 # instances, so these are stopped and disabled (they would hold ports and
 # disturb measurements).
-SERVICES=(redis-server postgresql nginx haproxy nutcracker openvswitch-switch apache2 php8.2-fpm mariadb rabbitmq-server tomcat10)
+SERVICES=(redis-server postgresql nginx haproxy nutcracker openvswitch-switch apache2 php8.2-fpm mariadb rabbitmq-server tomcat10
+  lxc-net lxc)  # lxc-net: a bridge lxcbr0 and its dnsmasq; lxc: autostarted containers
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -153,5 +162,10 @@ say "installed /usr/local/bin/nearnative ($(nearnative version))"
 war=$(go run ./apps/auction/cmd/auction-build) || die "building the auction application failed (see above)"
 say "auction application: $war"
 
-nearnative image build
+# The container runtimes beside runc (gVisor, crun, Podman, LXC): dockerd's
+# runtimes, the rootless user and the rest, each change said as it is made.
+./scripts/runtimes.sh host
+ref=$(nearnative image build | sed -n 's/^image \([^ ]*\) .*/\1/p')
+say "workload image $ref"
+./scripts/runtimes.sh images "$ref"
 say "done: try \`nearnative doctor\` and \`nearnative run redis --quick\`"

@@ -222,6 +222,22 @@ func (g *Group) Wrap(argv []string) []string {
 	return append([]string{"/bin/sh", "-c", script, "nearnative-cgroup"}, argv...)
 }
 
+// Add moves a running process (all its threads) into the group; the
+// children it forks later are born there. A process that has exited
+// meanwhile is not an error.
+func (g *Group) Add(pid int) error {
+	for _, d := range g.Dirs {
+		err := write(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid))
+		if err != nil && errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PIDs lists the processes in the group.
 func (g *Group) PIDs() []int {
 	seen := map[int]bool{}
@@ -288,14 +304,19 @@ type Leftover struct {
 }
 
 // Leftovers lists nearnative/<run> directories in every hierarchy (for one run
-// when run is non-empty).
+// when run is non-empty): on v1 every mounted hierarchy, since LXC makes a
+// container's groups (under nearnative/<run>, see package platforms/lxc) in
+// each of them.
 func Leftovers(run runid.ID) []Leftover {
 	var out []Leftover
 	parents := []string{filepath.Join(Root, Parent)}
 	if !IsV2() {
 		parents = nil
-		for _, c := range []string{"cpuacct", "cpuset", "cpu", "memory", "unified"} {
-			parents = append(parents, filepath.Join(Root, c, Parent))
+		ents, _ := os.ReadDir(Root)
+		for _, e := range ents {
+			if e.IsDir() {
+				parents = append(parents, filepath.Join(Root, e.Name(), Parent))
+			}
 		}
 	}
 	for _, p := range parents {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/podman"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/platformset"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -28,6 +29,9 @@ func (a *app) sweepers(ctx context.Context, note io.Writer) ([]cleanup.Sweeper, 
 	if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
 		sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
 	}
+	// Podman's containers after the processes (a crashed run's service
+	// and conmons) and before the cgroups and temp dirs.
+	sweepers = append(sweepers, podman.Sweeper{}, podman.Sweeper{Rootless: true})
 	sweepers = append(sweepers, vm.Sweeper{}, cleanup.Cgroups{}, cleanup.TempDirs{})
 	sweepers = append(sweepers, cleanup.NetworkSweepers()...)
 	return sweepers, func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/nearnative/nearnative/internal/version"
 	"github.com/nearnative/nearnative/internal/workload"
 	"github.com/nearnative/nearnative/internal/workload/auction"
+	"github.com/nearnative/nearnative/internal/workload/containerstart"
 	"github.com/nearnative/nearnative/internal/workload/fio"
 	"github.com/nearnative/nearnative/internal/workload/httpmax"
 	"github.com/nearnative/nearnative/internal/workload/icc"
@@ -69,7 +70,7 @@ func withCode(code int, err error) error {
 // Registry returns the built-in workloads.
 func Registry() *workload.Registry {
 	return workload.NewRegistry(redis.Workload{}, fio.Workload{}, tcpstream.Workload{}, tcprr.Workload{}, icc.Workload{}, linpack.Workload{}, stream.Workload{}, pgbench.Workload{}, httpmax.Workload{},
-		scaleout.Workload{}, oltp.Workload{}, web20.Workload{}, auction.Workload{})
+		scaleout.Workload{}, oltp.Workload{}, web20.Workload{}, auction.Workload{}, containerstart.Workload{})
 }
 
 type app struct {

@@ -1,6 +1,7 @@
 // Package doctor checks that this machine can run nearnative's built-in
 // studies: root, the Docker engine, the workload image and its versions
-// against the host's, the workload tools, KVM, cgroups, CPUs and memory. Each
+// against the host's, the workload tools, KVM, cgroups, CPUs and memory, and
+// the container runtimes beside runc (gVisor, crun, Podman, LXC). Each
 // failed check carries the command that fixes it.
 package doctor
 
@@ -73,6 +74,9 @@ func Run(ctx context.Context, o Options) []Check {
 	}
 
 	cs = append(cs, kubernetesChecks(ctx, eng, o)...)
+	if err == nil {
+		cs = append(cs, runtimeChecks(ctx, eng, o)...)
+	}
 
 	tools := sysinfo.ToolVersions(ctx)
 	for _, t := range tools {

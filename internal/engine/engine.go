@@ -393,10 +393,14 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 	if st.UntilCI > 0 {
 		rounds = st.Warmup + st.MaxRounds
 	}
+	refused, err := e.refuse(ctx, units)
+	if err != nil {
+		return "", err
+	}
 	prog := e.cfg.Progress
-	prog.Begin(e.run.ID, rounds*len(units), len(e.done), rounds)
+	prog.Begin(e.run.ID, rounds*(len(units)-refused), len(e.done), rounds)
 	defer prog.End()
-	prog.Logf("%s", estimateLine(st, e.instances, len(e.done)))
+	prog.Logf("%s", estimateLine(st, e.instances, e.plats, len(e.done)))
 	if e.cfg.LoadProbe != nil {
 		if l, err := e.cfg.LoadProbe(ctx); err != nil {
 			prog.Logf("the machine's load could not be read (%v): the estimate assumes a quiet machine", err)
@@ -451,6 +455,28 @@ func (e *runner) loop(ctx context.Context) (string, error) {
 			return ReasonMaxTime, nil
 		}
 	}
+}
+
+// refuse marks the units whose workload gives no comparable result on
+// their platform's kind (workload.PlatformRefuser) as stopped before any
+// trial, with a note saying why, and returns how many there are.
+func (e *runner) refuse(ctx context.Context, units []study.Unit) (int, error) {
+	n := 0
+	for _, u := range units {
+		why := workload.Refusal(e.instances[u.Workload.Name], u.Platform.Base, e.plats[u.Platform.Name])
+		if why == nil {
+			continue
+		}
+		n++
+		e.stopped[u.String()] = true
+		note := store.RunNote{Kind: store.NoteSkipped, Subject: u.Platform.Name,
+			Text: fmt.Sprintf("%s: not run on this platform: %v", u.Workload.Name, why)}
+		if err := e.cfg.Store.AddRunNote(context.WithoutCancel(ctx), e.run.ID, note); err != nil {
+			return 0, err
+		}
+		e.cfg.Progress.Logf("%s does not run on %s: %v", u.Workload.Name, u.Platform.Name, why)
+	}
+	return n, nil
 }
 
 // trial runs unit u, the index-th of round's schedule, and stores it.

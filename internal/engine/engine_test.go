@@ -47,6 +47,9 @@ type behaviour struct {
 	fail func(k key) bool
 	// stop makes the trial return an error marked workload.StopUnit.
 	stop func(k key) bool
+	// refuse is the instance's answer to RefusePlatform (its label, the
+	// platform's kind).
+	refuse func(label, base string) error
 	// omit names a metric the trial leaves out of its Result.
 	omit func(k key) string
 	// block makes the trial wait until its context ends.
@@ -102,6 +105,16 @@ type fakeInstance struct {
 }
 
 func (in *fakeInstance) Metrics() []workload.Metric { return in.kind.metrics }
+
+// RefusePlatform implements workload.PlatformRefuser.
+func (in *fakeInstance) RefusePlatform(base string, _ platform.Platform) error {
+	in.kind.mu.Lock()
+	defer in.kind.mu.Unlock()
+	if in.kind.b.refuse == nil {
+		return nil
+	}
+	return in.kind.b.refuse(in.label, base)
+}
 
 func (in *fakeInstance) Run(ctx context.Context, t workload.Trial) (workload.Result, error) {
 	k, err := parseTrialName(t.Name)
@@ -784,6 +797,55 @@ func TestStoppedUnit(t *testing.T) {
 	}
 	if !e.prog.logged("wa stops on slow, the other cells go on") {
 		t.Errorf("no log line about the stopped cell: %q", e.prog.logs)
+	}
+}
+
+// TestRefusedUnit: a workload that refuses a platform's kind gets no trial
+// there, the run says why, and the rest runs.
+func TestRefusedUnit(t *testing.T) {
+	e := newEnv(t)
+	e.kind.setBehaviour(behaviour{refuse: func(label, base string) error {
+		if label == "wa" && base == platform.DockerRunscBridge {
+			return errors.New("no direct I/O under gVisor")
+		}
+		return nil
+	}})
+	yaml := strings.Replace(studyYAML("warmup: 1\nrounds: 2\n"), "  - {name: slow, base: native, options: {cpus: 0.5}}\n",
+		"  - {name: sandbox, base: docker-runsc-bridge}\n", 1)
+	st := e.study(t, yaml)
+	out, err := Run(context.Background(), e.config(st, ""))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ts := e.trials(t, out.Run.ID)
+	byKey := checkUnique(t, ts)
+	if len(ts) != 9 { // 4 cells x 3 rounds, less wa/sandbox's
+		t.Errorf("%d trials stored, want 9", len(ts))
+	}
+	for r := 0; r < 3; r++ {
+		if _, ok := byKey[key{r, "wa", "sandbox"}]; ok {
+			t.Errorf("wa ran on sandbox in round %d", r)
+		}
+		if tr, ok := byKey[key{r, "wb", "sandbox"}]; !ok || tr.Error != "" {
+			t.Errorf("wb/sandbox in round %d: %+v", r, tr)
+		}
+	}
+	notes, err := e.store.RunNotes(context.Background(), out.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range notes {
+		found = found || (n.Kind == store.NoteSkipped && n.Subject == "sandbox" && n.Text == "wa: not run on this platform: no direct I/O under gVisor")
+	}
+	if !found {
+		t.Errorf("no run note about the refused cell: %+v", notes)
+	}
+	if !e.prog.logged("wa does not run on sandbox: no direct I/O under gVisor") {
+		t.Errorf("no log line about the refused cell: %q", e.prog.logs)
+	}
+	if d := Estimate(st, map[string]workload.Instance{"wa": &fakeInstance{kind: e.kind, label: "wa"}, "wb": &fakeInstance{kind: e.kind, label: "wb"}}, 1); d != 3*(st.Trial)+2*startup(platform.Native)+startup(platform.DockerRunscBridge) {
+		t.Errorf("Estimate counts %v for one round, want the three cells that run", d)
 	}
 }
 

@@ -24,6 +24,12 @@ func startup(base string) time.Duration {
 		return 300 * time.Millisecond
 	case platform.VM, platform.VMDocker, platform.VMDockerHost:
 		return 30 * time.Second
+	case platform.LXC:
+		return 500 * time.Millisecond
+	}
+	if platform.Family(base) == platform.FamilyGVisor {
+		// A sandbox (its sentry and gofer) to start and tear down.
+		return 3 * time.Second
 	}
 	return 1500 * time.Millisecond
 }
@@ -32,8 +38,18 @@ func startup(base string) time.Duration {
 // units: each trial's workload.Estimator figure (the trial length for
 // workloads without one) plus its platform's start-up.
 func Estimate(st *study.Study, instances map[string]workload.Instance, rounds int) time.Duration {
+	return estimate(st, instances, rounds, nil)
+}
+
+// estimate is Estimate knowing the opened platforms (nil: only their
+// kinds), so that a cell refused for how its platform was set up counts
+// no trials either.
+func estimate(st *study.Study, instances map[string]workload.Instance, rounds int, plats map[string]platform.Platform) time.Duration {
 	var round time.Duration
 	for _, u := range st.Units() {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, plats[u.Platform.Name]) != nil {
+			continue // no trials
+		}
 		d := st.Trial
 		if e, ok := instances[u.Workload.Name].(workload.Estimator); ok {
 			d = e.Estimate(st.Trial)
@@ -44,10 +60,15 @@ func Estimate(st *study.Study, instances map[string]workload.Instance, rounds in
 }
 
 // estimateLine says how long the run is expected to take, for the log.
-func estimateLine(st *study.Study, instances map[string]workload.Instance, doneTrials int) string {
+func estimateLine(st *study.Study, instances map[string]workload.Instance, plats map[string]platform.Platform, doneTrials int) string {
 	rounds := st.Warmup + st.Rounds
-	d := Estimate(st, instances, rounds)
-	units := len(st.Units())
+	d := estimate(st, instances, rounds, plats)
+	units := 0
+	for _, u := range st.Units() {
+		if workload.Refusal(instances[u.Workload.Name], u.Platform.Base, plats[u.Platform.Name]) == nil {
+			units++
+		}
+	}
 	if doneTrials > 0 && units > 0 {
 		d -= time.Duration(float64(d) * float64(doneTrials) / float64(rounds*units))
 	}

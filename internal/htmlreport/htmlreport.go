@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	placement "github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -118,6 +120,11 @@ type KV struct{ Key, Value string }
 
 type platformRow struct {
 	Name, Base, CPUSet, CPUs, Memory string
+	// Family is what runs the platform's servers (platform.Family);
+	// FamilyFirst marks the first row of a family, where the report
+	// names it.
+	Family      string
+	FamilyFirst bool
 }
 
 type section struct {
@@ -132,6 +139,16 @@ type section struct {
 type metricView struct {
 	Table analysis.Table
 	Chart Chart
+	// Rows are the table's cells grouped by family, each family named
+	// at its first row.
+	Rows []cellRow
+}
+
+// cellRow is a result cell with the family of its platform.
+type cellRow struct {
+	analysis.Cell
+	Family      string
+	FamilyFirst bool
 }
 
 // diagSection is one workload's diagnostic metrics: a row per platform, a
@@ -168,11 +185,17 @@ func build(in Input) view {
 			v.Settings = append(v.Settings, KV{"until CI half-width", fmt.Sprintf("%g%% (max %d rounds, %v)", st.UntilCI, st.MaxRounds, st.MaxTime)})
 		}
 		for _, p := range st.Platforms {
-			row := platformRow{Name: p.Name, Base: p.Base, CPUSet: p.Options.CPUSet, Memory: p.Options.Memory}
+			row := platformRow{Name: p.Name, Base: p.Base, CPUSet: p.Options.CPUSet, Memory: p.Options.Memory, Family: platform.Family(p.Base)}
 			if p.Options.CPUs > 0 {
 				row.CPUs = strconv.FormatFloat(p.Options.CPUs, 'g', -1, 64)
 			}
 			v.Platforms = append(v.Platforms, row)
+		}
+		sort.SliceStable(v.Platforms, func(i, j int) bool {
+			return platform.FamilyRank(v.Platforms[i].Base) < platform.FamilyRank(v.Platforms[j].Base)
+		})
+		for i := range v.Platforms {
+			v.Platforms[i].FamilyFirst = i == 0 || v.Platforms[i].Family != v.Platforms[i-1].Family
 		}
 		for _, w := range st.Workloads {
 			v.Workloads = append(v.Workloads, KV{w.Name + " (" + w.Kind + ")", w.Values.Canonical()})
@@ -185,12 +208,19 @@ func build(in Input) view {
 	v.Disturbed = report.DisturbedLine(in.Result)
 	v.Warnings = in.Result.Warnings.Summary()
 	v.AllWarnings = in.Result.Warnings.Texts()
+	bases := map[string]string{}
+	if in.Study != nil {
+		for _, p := range in.Study.Platforms {
+			bases[p.Name] = p.Base
+		}
+	}
 	for i, t := range in.Result.Tables {
+		t = byFamily(t, bases)
 		if len(v.Sections) == 0 || v.Sections[len(v.Sections)-1].Workload != t.Workload {
 			v.Sections = append(v.Sections, section{Workload: t.Workload, OpCharts: opCharts(in.Result, t.Workload, i+1)})
 		}
 		s := &v.Sections[len(v.Sections)-1]
-		mv := metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline)}
+		mv := metricView{Table: t, Chart: layout(fmt.Sprintf("chart-%d", i+1), t, in.Result.Baseline), Rows: familyRows(t, bases)}
 		if _, _, ok := report.SplitOpMetric(t.Metric); ok {
 			s.OpMetrics = append(s.OpMetrics, mv)
 		} else {
@@ -203,6 +233,38 @@ func build(in Input) view {
 	v.Commands = commands(in.Trials)
 	v.Traces = in.Traces
 	return v
+}
+
+// byFamily orders t's cells by the family of their platform (native,
+// Docker's runc, crun, gVisor, Podman, LXC, VM, Kubernetes), keeping the
+// study's order within a family; bases maps each platform to its kind
+// (empty when the study is unknown: the order stays).
+func byFamily(t analysis.Table, bases map[string]string) analysis.Table {
+	if len(bases) == 0 {
+		return t
+	}
+	t.Cells = slices.Clone(t.Cells)
+	sort.SliceStable(t.Cells, func(i, j int) bool {
+		return platform.FamilyRank(bases[t.Cells[i].Platform]) < platform.FamilyRank(bases[t.Cells[j].Platform])
+	})
+	return t
+}
+
+// familyRows are t's cells with their families, each family named at its
+// first row when the table holds more than one.
+func familyRows(t analysis.Table, bases map[string]string) []cellRow {
+	rows := make([]cellRow, len(t.Cells))
+	families := map[string]bool{}
+	for i, c := range t.Cells {
+		rows[i] = cellRow{Cell: c, Family: platform.Family(bases[c.Platform])}
+		families[rows[i].Family] = true
+	}
+	if len(families) > 1 {
+		for i := range rows {
+			rows[i].FamilyFirst = i == 0 || rows[i].Family != rows[i-1].Family
+		}
+	}
+	return rows
 }
 
 // diagnostics lays out the diagnostic tables: per workload a row per

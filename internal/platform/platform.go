@@ -34,6 +34,26 @@ const (
 	VMDockerHost = "vm-docker-host"
 )
 
+// Docker's containers under other OCI runtimes (package platforms/docker):
+// the same containers and network paths as docker-nat, docker-proxy,
+// docker-bridge and docker-host, run by gVisor's runsc or by crun instead
+// of runc.
+const (
+	DockerRunscNAT    = "docker-runsc-nat"
+	DockerRunscProxy  = "docker-runsc-proxy"
+	DockerRunscBridge = "docker-runsc-bridge"
+	DockerRunscHost   = "docker-runsc-host"
+	DockerCrunBridge  = "docker-crun-bridge"
+	DockerCrunHost    = "docker-crun-host"
+)
+
+// Podman (package platforms/podman) and LXC (package platforms/lxc).
+const (
+	Podman         = "podman"
+	PodmanRootless = "podman-rootless"
+	LXC            = "lxc"
+)
+
 // Inter-container networking techniques (the icc study): each is a platform
 // kind whose servers and jobs run in containers joined by that technique.
 const (
@@ -270,6 +290,25 @@ type Degrader interface {
 	Degradations() []string
 }
 
+// Sandbox is a kernel of its own between a platform's servers and the
+// host's (gVisor's sentry): what it is and how its network is made.
+type Sandbox struct {
+	Name     string // "gVisor"
+	Platform string // how system calls reach it: "ptrace", "kvm", "systrap"
+	// Network is its network stack: "sandbox" (its own), "host" (the
+	// host kernel's sockets, in the container's namespace), "none".
+	Network string
+}
+
+// Sandboxed is implemented by platforms that may run their servers in a
+// sandbox: Sandbox says which, once the platform has been checked; ok is
+// false when its servers talk to the host's kernel directly. A workload
+// that needs what a sandbox lacks refuses the platform
+// (workload.PlatformRefuser).
+type Sandboxed interface {
+	Sandbox() (s Sandbox, ok bool)
+}
+
 // Options are the resource settings a platform variant applies to its servers.
 type Options struct {
 	CPUSet string  `yaml:"cpuset" json:"cpuset,omitempty"` // CPUs the server may run on, as "0", "0-1", "0,2"
@@ -390,6 +429,24 @@ type Platform interface {
 	Start(ctx context.Context, trial string, spec Spec) (Server, error)
 }
 
+type quickStartKey struct{}
+
+// QuickStart returns a context under which a platform's Start returns as
+// soon as the server's process runs, without first watching it for an
+// immediate exit (the Docker platforms otherwise give a fresh container
+// 150 ms to fail, so that an exit is reported with its log): the
+// container-start workload times a start itself, up to the first answer
+// of the server's readiness probe.
+func QuickStart(ctx context.Context) context.Context {
+	return context.WithValue(ctx, quickStartKey{}, true)
+}
+
+// IsQuickStart reports whether ctx asks for a QuickStart.
+func IsQuickStart(ctx context.Context) bool {
+	v, _ := ctx.Value(quickStartKey{}).(bool)
+	return v
+}
+
 // Checker is implemented by platforms that can say whether they can run here.
 type Checker interface {
 	// Check returns nil when the platform can run on this machine, else an
@@ -440,6 +497,15 @@ func Builtin() []Info {
 		{DockerProxy, "container on the default bridge, port published on 127.0.0.1; client on this machine through the userland docker-proxy, whatever --client says"},
 		{DockerBridge, "container on the default bridge; client connects to the container's bridge address (veth, no NAT; routed from the client's namespace)"},
 		{DockerHost, "container on the host network, listening on the client host's link (127.0.0.1 with --client host)"},
+		{DockerRunscNAT, "as docker-nat, the container sandboxed by gVisor (runtime runsc; the table's notes name gVisor's platform and network stack)"},
+		{DockerRunscProxy, "as docker-proxy, the container sandboxed by gVisor (runtime runsc)"},
+		{DockerRunscBridge, "as docker-bridge, the container sandboxed by gVisor (runtime runsc)"},
+		{DockerRunscHost, "as docker-host, the container sandboxed by gVisor (runtime runsc)"},
+		{DockerCrunBridge, "as docker-bridge, the container run by crun instead of runc"},
+		{DockerCrunHost, "as docker-host, the container run by crun instead of runc"},
+		{Podman, "rootful Podman container on its netavark bridge, port published on the client host's link (netavark's iptables DNAT)"},
+		{PodmanRootless, "rootless Podman container of a dedicated unprivileged user, slirp4netns network, port published on the client host's link by rootlessport"},
+		{LXC, "LXC system container booted from the workload image's root file system, its own veth on a bridge made for the run; servers started by nearnative's agent inside"},
 		{DockerNetwork, "container on a user-defined Docker bridge network made for the run; clients in containers reach it by name (embedded DNS)"},
 		{Veth, "container with --network none joined by a veth pair to a Linux bridge made for the run (the pipework way)"},
 		{OVS, "container with --network none joined by a veth pair to an Open vSwitch bridge made for the run (userspace datapath when the kernel has no openvswitch module)"},
@@ -454,6 +520,58 @@ func Builtin() []Info {
 		{K8sHostNet, "Kubernetes pod on the node's host network (hostNetwork), listening on the client host's link (127.0.0.1 with --client host)"},
 		{K8sGuaranteed, "Kubernetes Guaranteed pod (integer CPUs, requests = limits) on a node with the static CPU manager: exclusive cores; client to the pod IP"},
 	}
+}
+
+// Families of platforms, in the order reports group them.
+const (
+	FamilyNative     = "native"
+	FamilyDocker     = "Docker (runc)"
+	FamilyDockerCrun = "Docker (crun)"
+	FamilyGVisor     = "gVisor"
+	FamilyPodman     = "Podman"
+	FamilyLXC        = "LXC"
+	FamilyVM         = "VM"
+	FamilyKubernetes = "Kubernetes"
+)
+
+// Families lists the families in report order.
+var Families = []string{FamilyNative, FamilyDocker, FamilyDockerCrun, FamilyGVisor, FamilyPodman, FamilyLXC, FamilyVM, FamilyKubernetes}
+
+// Family is the family of the platform kind base: what runs the server
+// (the host, runc, crun, gVisor, Podman, LXC, a VM, Kubernetes); "" for an
+// unknown kind.
+func Family(base string) string {
+	switch base {
+	case Native:
+		return FamilyNative
+	case DockerNAT, DockerProxy, DockerBridge, DockerHost, DockerNetwork, Veth, OVS, Routed, Macvlan:
+		return FamilyDocker
+	case DockerCrunBridge, DockerCrunHost:
+		return FamilyDockerCrun
+	case DockerRunscNAT, DockerRunscProxy, DockerRunscBridge, DockerRunscHost:
+		return FamilyGVisor
+	case Podman, PodmanRootless:
+		return FamilyPodman
+	case LXC:
+		return FamilyLXC
+	case VM, VMDocker, VMDockerHost:
+		return FamilyVM
+	case K8sPod, K8sService, K8sNodePort, K8sHostNet, K8sGuaranteed:
+		return FamilyKubernetes
+	}
+	return ""
+}
+
+// FamilyRank is the position of base's family in Families (len(Families)
+// for an unknown kind), for sorting.
+func FamilyRank(base string) int {
+	f := Family(base)
+	for i, x := range Families {
+		if x == f {
+			return i
+		}
+	}
+	return len(Families)
 }
 
 // IsBuiltin reports whether name is a built-in platform kind.

@@ -429,3 +429,14 @@ func TestWaitReady(t *testing.T) {
 		t.Error("WaitReady with a cancelled context succeeded")
 	}
 }
+
+func TestEveryBuiltinHasAFamily(t *testing.T) {
+	for _, i := range Builtin() {
+		if Family(i.Name) == "" || FamilyRank(i.Name) >= len(Families) {
+			t.Errorf("platform %s has no family", i.Name)
+		}
+	}
+	if Family("no-such-kind") != "" || FamilyRank("no-such-kind") != len(Families) {
+		t.Error("an unknown kind has a family")
+	}
+}

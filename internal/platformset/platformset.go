@@ -20,8 +20,10 @@ import (
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/lxc"
 	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/platforms/netns"
+	"github.com/nearnative/nearnative/internal/platforms/podman"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
@@ -124,9 +126,9 @@ type Opener struct {
 // containers; every other platform takes the study's setting.
 func ClientNeed(base string) host.Need {
 	switch base {
-	case platform.DockerProxy:
+	case platform.DockerProxy, platform.DockerRunscProxy:
 		return host.LoopbackOnly
-	case platform.DockerNAT:
+	case platform.DockerNAT, platform.DockerRunscNAT, platform.Podman, platform.PodmanRootless:
 		return host.LinkAddress
 	case platform.Veth, platform.OVS, platform.Routed, platform.Macvlan:
 		return host.None
@@ -221,12 +223,18 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 	switch sp.Base {
 	case platform.Native:
 		return native.New(sp.Name, env, dir, sp.Options)
-	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork:
+	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork,
+		platform.DockerRunscNAT, platform.DockerRunscProxy, platform.DockerRunscBridge, platform.DockerRunscHost,
+		platform.DockerCrunBridge, platform.DockerCrunHost:
 		eng, err := engine.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return docker.New(sp.Base, sp.Name, env, eng, sp.Options)
+	case platform.Podman, platform.PodmanRootless:
+		return podman.New(sp.Base, sp.Name, env, sp.Options, engine.Get)
+	case platform.LXC:
+		return lxc.New(sp.Name, env, dir, sp.Options, engine.Get)
 	case platform.VM, platform.VMDocker, platform.VMDockerHost:
 		return vm.NewKind(sp.Base, sp.Name, env, dir, sp.Options, func(ctx context.Context) (client.APIClient, error) {
 			eng, err := engine.Get(ctx)

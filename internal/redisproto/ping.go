@@ -18,7 +18,12 @@ import (
 // inline commands.
 func Ping(ctx context.Context, addr string) error {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	return PingDial(ctx, d.DialContext, addr)
+}
+
+// PingDial is Ping over connections dial opens (a client host's).
+func PingDial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) error {
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", addr, err)
 	}

@@ -41,7 +41,8 @@ func Entry() (int, bool) {
 
 // Supervise runs the agent's API inside a container: the container-per-
 // instance layout starts several servers in one container through it, as the
-// vm platform does in a guest. It listens on addr until SIGTERM or SIGINT,
+// vm platform does in a guest, and the lxc platform's containers run it as
+// their init. It listens on addr until SIGTERM or SIGINT,
 // then stops every process it started. It does not power anything off.
 func Supervise(ctx context.Context, addr string) error {
 	token := os.Getenv(TokenEnv)
@@ -49,6 +50,11 @@ func Supervise(ctx context.Context, addr string) error {
 		return fmt.Errorf("no %s in the environment", TokenEnv)
 	}
 	os.Unsetenv(TokenEnv) // not inherited by the servers
+	if os.Getpid() == 1 {
+		// The init of an LXC container (package platforms/lxc), as the
+		// guest's agent is: orphans are reaped here.
+		go reapOrphans()
+	}
 	if err := os.MkdirAll(LogDir, 0o755); err != nil {
 		return err
 	}

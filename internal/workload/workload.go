@@ -337,6 +337,30 @@ type PlatformChecker interface {
 	CheckPlatform(base string, o platform.Options) error
 }
 
+// PlatformRefuser is an Instance that cannot give a comparable result on
+// some kinds of platform, whatever their options (fio's direct I/O under
+// gVisor, which does not pass O_DIRECT on to the host's file): the engine
+// runs no trial of the workload on such a platform and says why with the
+// run, while the workload runs on the other platforms and the platform runs
+// the other workloads. A PlatformChecker's refusal, by contrast, is a
+// mistake in the study and stops it before it starts.
+type PlatformRefuser interface {
+	// RefusePlatform returns why the instance gives no comparable result
+	// on the platform p of kind base (p is nil where only the kind is
+	// known: a refusal that depends on how p was set up, a sandbox's
+	// network stack, then refuses nothing); nil when it does.
+	RefusePlatform(base string, p platform.Platform) error
+}
+
+// Refusal is why in refuses platform p of kind base (PlatformRefuser), or
+// nil.
+func Refusal(in Instance, base string, p platform.Platform) error {
+	if r, ok := in.(PlatformRefuser); ok {
+		return r.RefusePlatform(base, p)
+	}
+	return nil
+}
+
 // Workload is a kind of workload, before its parameters are chosen.
 type Workload interface {
 	Name() string

@@ -14,7 +14,12 @@ import (
 const containerCPU = "the container's cgroup (its cgroup files when the engine is local, else the engine's stats API)"
 
 // CPUSource implements platform.CPUDescriber.
-func (s *server) CPUSource() string { return containerCPU }
+func (s *server) CPUSource() string {
+	if s.tracker != nil {
+		return s.tracker.CPUSource()
+	}
+	return containerCPU
+}
 
 // OverheadCPUTime implements platform.OverheadReporter: the CPU time of the
 // docker-proxy processes that serve the container's published ports (the
@@ -22,6 +27,9 @@ func (s *server) CPUSource() string { return containerCPU }
 // for the run, so the CPU account counts them with its own processes, not
 // as the rest of the machine.
 func (s *server) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
+	if s.tracker != nil {
+		return s.tracker.OverheadCPUTime(ctx)
+	}
 	if s.bridgeIP == "" {
 		return 0, nil
 	}

@@ -1,8 +1,12 @@
 // Package docker runs servers in Docker containers with one of four network
 // paths (published port via the client host's link and iptables DNAT,
 // published port via 127.0.0.1 and the userland proxy, the container's bridge
-// address, the host network) and cleans up every container and network a run created, found by
-// its nearnative.run label.
+// address, the host network), under runc or another OCI runtime registered
+// with dockerd (gVisor's runsc, crun: the docker-runsc-* and docker-crun-*
+// platforms), and cleans up every container and network a run created, found
+// by its nearnative.run label. A Flavor drives an engine that speaks Docker's
+// API but is not dockerd (Podman's service, package platforms/podman) with the
+// same code.
 package docker
 
 import (
@@ -44,7 +48,8 @@ const teardownTimeout = 30 * time.Second
 // Engine is a connection to the Docker daemon shared by all Docker platforms
 // of a run. The caller that made it closes it.
 type Engine struct {
-	cli *client.Client
+	cli    *client.Client
+	flavor Flavor
 }
 
 // DaemonError says the Docker daemon did not answer. It matches
@@ -78,6 +83,22 @@ func Connect(ctx context.Context) (*Engine, error) {
 	return e, nil
 }
 
+// ConnectFlavor connects to an engine that speaks Docker's API at host (a
+// unix:// address) but is not dockerd, described by f: Podman's service
+// (package platforms/podman).
+func ConnectFlavor(ctx context.Context, host string, f Flavor) (*Engine, error) {
+	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("configuring the client of %s: %w", f.Name, err)
+	}
+	e := &Engine{cli: cli, flavor: f}
+	if err := e.ping(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
 // ping checks that the daemon answers and negotiates the API version.
 func (e *Engine) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
@@ -86,6 +107,9 @@ func (e *Engine) ping(ctx context.Context) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pinging the Docker daemon: %w", ctx.Err())
+		}
+		if e.flavor.Name != "" {
+			return platform.Unavailablef("%s at %s does not answer: %v", e.flavor.Name, e.cli.DaemonHost(), dialCause(e.cli.DaemonHost(), err))
 		}
 		return &DaemonError{Host: e.cli.DaemonHost(), Cause: dialCause(e.cli.DaemonHost(), err)}
 	}
@@ -168,9 +192,11 @@ func (e *Engine) Info(ctx context.Context) (EngineInfo, error) {
 	return ei, nil
 }
 
-// local reports whether the daemon is reached through a unix socket, so that
+// local reports whether dockerd is reached through a unix socket, so that
 // it runs on this machine and /proc describes it.
-func (e *Engine) local() bool { return strings.HasPrefix(e.cli.DaemonHost(), "unix://") }
+func (e *Engine) local() bool {
+	return e.flavor.Name == "" && strings.HasPrefix(e.cli.DaemonHost(), "unix://")
+}
 
 // userlandProxy reads whether a dockerd found under procRoot runs with the
 // userland proxy: "off" when its command line or daemon.json disables it, "on"

@@ -236,7 +236,7 @@ func newPlatform(t *testing.T, kind, name string, opt platform.Options) (*docker
 // namespace of the run for the others, removed when the test ends.
 func testClient(t *testing.T, kind string, run runid.ID) host.Host {
 	t.Helper()
-	if kind == platform.DockerProxy {
+	if kind == platform.DockerProxy || kind == platform.DockerRunscProxy {
 		return host.LoopbackHost()
 	}
 	if err := host.Check(); err != nil {

@@ -45,6 +45,12 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 			err = errors.Join(err, fmt.Errorf("removing job container %s: %w", name, serr))
 		}
 	}()
+	if p.eng.flavor.MapOwner != nil {
+		// A user namespace's root must own the volumes to write them.
+		if err := p.ownVolumes(spec.Volumes, owner{}); err != nil {
+			return res, fmt.Errorf("%s: job %s: %w", p.name, spec.Name, err)
+		}
+	}
 	if files := spec.FilesFor(pl.listen); len(files) > 0 {
 		tarball, err := filesTar(files, owner{})
 		if err != nil {

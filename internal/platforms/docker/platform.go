@@ -41,11 +41,14 @@ const logTailLines = 15
 
 // dockerPlatform runs servers in containers reached through one network path.
 type dockerPlatform struct {
-	kind string
-	name string
-	env  platform.Env
-	eng  *Engine
-	opt  platform.Options
+	kind string // the network path: DockerNAT, DockerProxy, DockerBridge, DockerHost or DockerNetwork
+	// runtime is the OCI runtime that runs the containers ("" for
+	// dockerd's default, runc).
+	runtime string
+	name    string
+	env     platform.Env
+	eng     *Engine
+	opt     platform.Options
 
 	// pickPorts chooses the port numbers; tests replace it to provoke
 	// "port in use".
@@ -55,6 +58,7 @@ type dockerPlatform struct {
 	bridge string         // name of the default bridge's interface, once known
 	routed bool           // the client host has its route to the default bridge
 	nets   []netip.Prefix // the containers' network's subnets, once known
+	gvisor *Gvisor        // how runsc sandboxes, once Check has read it
 
 	net userNetwork // the run's own network, for kind DockerNetwork
 }
@@ -68,15 +72,14 @@ func (p *dockerPlatform) client() host.Host { return p.env.ClientHost() }
 func (p *dockerPlatform) serverAddr() string { return p.client().ServerAddr() }
 
 // New returns the Docker platform of the given kind (platform.DockerNAT,
-// DockerProxy, DockerBridge, DockerHost or DockerNetwork) named name in the study, running
-// env.Image on engine eng with the resource options opt. The engine stays the
-// caller's to close.
+// DockerProxy, DockerBridge, DockerHost or DockerNetwork, or one of those
+// paths under another OCI runtime: the docker-runsc-* and docker-crun-*
+// kinds) named name in the study, running env.Image on engine eng with the
+// resource options opt. The engine stays the caller's to close.
 func New(kind string, name string, env platform.Env, eng *Engine, opt platform.Options) (platform.Platform, error) {
-	switch kind {
-	case platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork:
-	default:
-		return nil, fmt.Errorf("docker platform %q: unknown kind %q (want %s, %s, %s, %s or %s)",
-			name, kind, platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost, platform.DockerNetwork)
+	v, ok := variants[kind]
+	if !ok {
+		return nil, fmt.Errorf("docker platform %q: unknown kind %q (want one of %s)", name, kind, strings.Join(Kinds(), ", "))
 	}
 	if name == "" {
 		name = kind
@@ -90,7 +93,7 @@ func New(kind string, name string, env platform.Env, eng *Engine, opt platform.O
 	if err := opt.Validate(); err != nil {
 		return nil, fmt.Errorf("docker platform %s: %w", name, err)
 	}
-	return &dockerPlatform{kind: kind, name: name, env: env, eng: eng, opt: opt, pickPorts: platform.AssignPorts}, nil
+	return &dockerPlatform{kind: v.path, runtime: v.runtime, name: name, env: env, eng: eng, opt: opt, pickPorts: platform.AssignPorts}, nil
 }
 
 // Name is the platform's name in the study.
@@ -108,6 +111,9 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 	}
 	if !ok {
 		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	}
+	if err := p.checkRuntime(ctx); err != nil {
+		return err
 	}
 	switch p.kind {
 	case platform.DockerNAT:
@@ -190,25 +196,10 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		},
 		ExposedPorts: nat.PortSet{},
 	}
-	// docker-init as PID 1 forwards signals: a server that ignores SIGTERM
-	// as PID 1 (sockperf does) would otherwise wait out the stop timeout.
-	useInit := true
-	hc := &container.HostConfig{
-		Init:        &useInit,
-		NetworkMode: network.NetworkBridge,
-		Resources: container.Resources{
-			CpusetCpus: cpuset,
-			NanoCPUs:   int64(math.Round(p.opt.CPUs * 1e9)),
-		},
-	}
-	if m := p.opt.MemoryBytes(); m > 0 {
-		hc.Resources.Memory, hc.Resources.MemorySwap = m, m
-	}
-	if p.kind == platform.DockerHost {
-		hc.NetworkMode = network.NetworkHost
-	}
-	if p.kind == platform.DockerNetwork {
-		hc.NetworkMode = container.NetworkMode(p.net.name)
+	hc := p.hostConfig()
+	hc.Resources.CpusetCpus = cpuset
+	if p.eng.flavor.LimitsByTrack {
+		hc.Resources.CpusetCpus, hc.Resources.NanoCPUs, hc.Resources.Memory, hc.Resources.MemorySwap = "", 0, 0, 0
 	}
 	for _, name := range spec.Ports {
 		port := nat.Port(strconv.Itoa(pl.listen.Ports[name]) + "/tcp")
@@ -226,6 +217,36 @@ func (p *dockerPlatform) containerConfig(trial string, spec platform.Spec, pl pl
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
 	}
 	return cfg, hc
+}
+
+// hostConfig is what every container of the platform gets: docker-init as
+// PID 1, its network mode, its runtime, CPU quota and memory limit, and
+// the engine's ulimits.
+func (p *dockerPlatform) hostConfig() *container.HostConfig {
+	// docker-init as PID 1 forwards signals: a server that ignores SIGTERM
+	// as PID 1 (sockperf does) would otherwise wait out the stop timeout.
+	useInit := true
+	hc := &container.HostConfig{
+		Init:        &useInit,
+		NetworkMode: network.NetworkBridge,
+		Runtime:     p.runtime,
+		Resources: container.Resources{
+			NanoCPUs: int64(math.Round(p.opt.CPUs * 1e9)),
+			Ulimits:  p.eng.flavor.Ulimits,
+		},
+	}
+	if m := p.opt.MemoryBytes(); m > 0 {
+		hc.Resources.Memory, hc.Resources.MemorySwap = m, m
+	}
+	switch {
+	case p.kind == platform.DockerHost:
+		hc.NetworkMode = network.NetworkHost
+	case p.kind == platform.DockerNetwork:
+		hc.NetworkMode = container.NetworkMode(p.net.name)
+	case p.eng.flavor.NetworkMode != "":
+		hc.NetworkMode = container.NetworkMode(p.eng.flavor.NetworkMode)
+	}
+	return hc
 }
 
 // EnvList turns an environment map into sorted KEY=value strings.
@@ -332,12 +353,12 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 	// Files go to the server's directory, which belongs to the container's
 	// user so that the server may keep data there. As root with no files,
 	// the WorkingDir the daemon made will do.
-	if files := spec.FilesFor(pl.listen); len(files) > 0 || spec.User != "" {
+	if files := spec.FilesFor(pl.listen); len(files) > 0 || spec.User != "" || (p.eng.flavor.MapOwner != nil && len(spec.Volumes) > 0) {
 		own, err := p.containerOwner(ctx, created.ID, spec.User)
 		if err != nil {
 			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 		}
-		if err := ownVolumes(spec.Volumes, own); err != nil {
+		if err := p.ownVolumes(spec.Volumes, own); err != nil {
 			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 		}
 		tarball, err := filesTar(files, own)
@@ -357,8 +378,10 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 		return nil, fmt.Errorf("%s: starting container %s: %w", p.name, name, err)
 	}
 
-	if err := p.waitExit(ctx, s); err != nil {
-		return nil, err
+	if !platform.IsQuickStart(ctx) {
+		if err := p.waitExit(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	insp, err := cli.ContainerInspect(ctx, created.ID)
 	if err != nil {
@@ -367,7 +390,19 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 	if insp.State != nil && !insp.State.Running {
 		return nil, p.exitError(ctx, s, spec, pl, insp.State.ExitCode)
 	}
-	s.bridgeIP = bridgeIP(insp)
+	s.bridgeIP = p.eng.bridgeIP(insp)
+	if p.eng.flavor.Track != nil {
+		c := Container{ID: created.ID, Name: name, CPUSet: cpuset, CPUs: p.opt.CPUs, Memory: p.opt.MemoryBytes()}
+		if insp.State != nil {
+			c.PID = insp.State.Pid
+		}
+		if insp.NetworkSettings != nil {
+			c.SandboxKey = insp.NetworkSettings.SandboxKey
+		}
+		if s.tracker, err = p.eng.flavor.Track(ctx, c); err != nil {
+			return nil, fmt.Errorf("%s: accounting for the CPU of container %s: %w", p.name, name, err)
+		}
+	}
 	if p.kind == platform.DockerNetwork {
 		if s.bridgeIP = p.networkIP(insp); s.bridgeIP == "" {
 			return nil, fmt.Errorf("%s: container %s has no address on network %s", p.name, name, p.net.name)
@@ -445,12 +480,13 @@ func indent(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// bridgeIP is the container's address on the default bridge network.
-func bridgeIP(insp container.InspectResponse) string {
+// bridgeIP is the container's address on the engine's default bridge
+// network.
+func (e *Engine) bridgeIP(insp container.InspectResponse) string {
 	if insp.NetworkSettings == nil {
 		return ""
 	}
-	if n, ok := insp.NetworkSettings.Networks[network.NetworkBridge]; ok && n != nil && n.IPAddress != "" {
+	if n, ok := insp.NetworkSettings.Networks[e.flavor.networkName()]; ok && n != nil && n.IPAddress != "" {
 		return n.IPAddress
 	}
 	return ""
@@ -485,7 +521,7 @@ func (p *dockerPlatform) ensureRoute(ctx context.Context) error {
 // network (peers in other containers, docker-proxy, this machine's probes
 // from the bridge's gateway address).
 func (p *dockerPlatform) from(ctx context.Context) ([]netip.Prefix, error) {
-	nets := []netip.Prefix{platform.Loopback, p.client().Subnet()}
+	nets := append([]netip.Prefix{platform.Loopback, p.client().Subnet()}, p.eng.flavor.From...)
 	if p.kind == platform.DockerHost {
 		return platform.Nets(nets...), nil
 	}
@@ -537,9 +573,15 @@ func (p *dockerPlatform) bridgeName(ctx context.Context) string {
 	}
 	n, err := p.eng.cli.NetworkInspect(ctx, network.NetworkBridge, network.InspectOptions{})
 	if err != nil {
+		if p.eng.flavor.Bridge != "" {
+			return p.eng.flavor.Bridge
+		}
 		return "docker0"
 	}
 	p.bridge = n.Options["com.docker.network.bridge.name"]
+	if p.bridge == "" {
+		p.bridge = p.eng.flavor.Bridge
+	}
 	if p.bridge == "" {
 		p.bridge = "docker0"
 	}
@@ -550,11 +592,20 @@ func (p *dockerPlatform) bridgeName(ctx context.Context) string {
 func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.Spec, pl plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "container %s %s ", shortID(s.id), s.name)
-	if p.kind == platform.DockerHost {
+	if p.eng.flavor.Name != "" {
+		fmt.Fprintf(&b, "(%s) ", p.eng.flavor.Name)
+	}
+	if p.runtime != "" {
+		fmt.Fprintf(&b, "(runtime %s) ", p.runtime)
+	}
+	switch {
+	case p.kind == platform.DockerHost:
 		b.WriteString("on the host network")
-	} else if p.kind == platform.DockerNetwork {
+	case p.kind == platform.DockerNetwork:
 		fmt.Fprintf(&b, "on network %s %s", p.net.name, s.bridgeIP)
-	} else {
+	case p.eng.flavor.NetworkMode != "":
+		fmt.Fprintf(&b, "on its %s network", p.eng.flavor.NetworkMode)
+	default:
 		fmt.Fprintf(&b, "on %s %s", p.bridgeName(ctx), s.bridgeIP)
 	}
 	var parts []string
@@ -562,7 +613,11 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 		n := pl.listen.Ports[name]
 		switch p.kind {
 		case platform.DockerNAT:
-			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (iptables DNAT)", pl.publishOn, n, n))
+			via := "iptables DNAT"
+			if p.eng.flavor.PublishVia != "" {
+				via = p.eng.flavor.PublishVia
+			}
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (%s)", pl.publishOn, n, n, via))
 		case platform.DockerProxy:
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
 		case platform.DockerBridge:

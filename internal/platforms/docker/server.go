@@ -29,6 +29,7 @@ type server struct {
 	desc     string
 	logPath  string // "" when the run keeps no logs
 	warnings []string
+	tracker  Tracker // the engine's CPU account when it gives no cgroup (Flavor.Track)
 
 	mu      sync.Mutex
 	stopped bool
@@ -89,6 +90,11 @@ func (s *server) Stop(ctx context.Context) error {
 	if err := cli.ContainerRemove(ctx, s.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !gone(err) {
 		errs = append(errs, fmt.Errorf("removing container %s: %w", s.name, err))
 	}
+	if s.tracker != nil {
+		if err := s.tracker.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -146,6 +152,9 @@ func (s *server) logTail(ctx context.Context, n int) string {
 // CPUTime implements platform.CPUReporter from the container's cgroup CPU
 // accounting (Engine.CPUTime).
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
+	if s.tracker != nil {
+		return s.tracker.CPUTime(ctx)
+	}
 	return s.eng.CPUTime(ctx, s.id, s.name)
 }
 
@@ -155,6 +164,13 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 // (about a second per call, which a topology of several containers pays
 // for each of them before and after every load).
 func (e *Engine) CPUTime(ctx context.Context, id, name string) (time.Duration, error) {
+	if e.flavor.CgroupDirs != nil {
+		for _, dir := range e.flavor.CgroupDirs(id) {
+			if d, found, err := cgroup.UsageAt(cgroup.Root, dir); found && err == nil {
+				return d, nil
+			}
+		}
+	}
 	if d, ok := cgroupCPU(cgroup.Root, id); ok {
 		return d, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/go-connections/nat"
 
@@ -171,22 +169,8 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 			LabelTrial: s.trial, LabelPlatform: s.p.name},
 		ExposedPorts: nat.PortSet{},
 	}
-	useInit := true
-	hc := &container.HostConfig{
-		Init:        &useInit,
-		NetworkMode: network.NetworkBridge,
-		Resources:   container.Resources{NanoCPUs: int64(math.Round(s.p.opt.CPUs * 1e9))},
-		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}},
-	}
-	if m := s.p.opt.MemoryBytes(); m > 0 {
-		hc.Resources.Memory, hc.Resources.MemorySwap = m, m
-	}
-	switch s.p.kind {
-	case platform.DockerHost:
-		hc.NetworkMode = network.NetworkHost
-	case platform.DockerNetwork:
-		hc.NetworkMode = container.NetworkMode(s.p.net.name)
-	}
+	hc := s.p.hostConfig()
+	hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}}
 	var sets []string
 	mounted := map[string]string{} // target -> source
 	for _, m := range g.members {
@@ -253,7 +237,7 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	case platform.DockerNetwork:
 		g.ip = s.p.networkIP(insp)
 	default:
-		g.ip = bridgeIP(insp)
+		g.ip = s.p.eng.bridgeIP(insp)
 	}
 	if g.ip == "" {
 		return fmt.Errorf("container %s has no address on its network", g.cname)

@@ -129,20 +129,32 @@ func findEntry(file []byte, minFields, col int, value string) []string {
 
 // ownVolumes gives the host trees of the volumes marked Own to the
 // container user own, so that a server running as a system user of the image
-// can write a data directory prepared on the host.
-func ownVolumes(vols []platform.Volume, own owner) error {
+// can write a data directory prepared on the host. On an engine whose
+// containers run in a user namespace (the Flavor's MapOwner) every volume
+// goes to the host ids of its container user, root for the others.
+func (p *dockerPlatform) ownVolumes(vols []platform.Volume, own owner) error {
 	for _, v := range vols {
-		if !v.Own {
+		host := own
+		switch {
+		case p.eng.flavor.MapOwner != nil:
+			// A user namespace shifts the container's users: its root
+			// is an unprivileged user of the host, which must own even
+			// a volume the spec does not give to the server's user.
+			if !v.Own {
+				host = owner{}
+			}
+			host.uid, host.gid = p.eng.flavor.MapOwner(host.uid, host.gid)
+		case !v.Own:
 			continue
 		}
 		err := filepath.WalkDir(v.HostPath, func(p string, _ os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			return os.Lchown(p, own.uid, own.gid)
+			return os.Lchown(p, host.uid, host.gid)
 		})
 		if err != nil {
-			return fmt.Errorf("giving volume %s to uid %d: %w", v.HostPath, own.uid, err)
+			return fmt.Errorf("giving volume %s to uid %d: %w", v.HostPath, host.uid, err)
 		}
 	}
 	return nil

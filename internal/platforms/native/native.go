@@ -271,6 +271,9 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.proc.Err(), tail(s.log.Name(), 10))
 		case <-execd.C:
 			if settle == nil && runs(cmd.Process.Pid, bin) {
+				if platform.IsQuickStart(ctx) {
+					return nil // the caller times the start and watches the server itself
+				}
 				settle = time.After(earlyExit)
 			}
 		case <-wrapped:

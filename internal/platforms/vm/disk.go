@@ -70,8 +70,8 @@ func BuildDisk(ctx context.Context, api client.APIClient, dir state.Dir, ref str
 		return d, fmt.Errorf("vm disk: %w", err)
 	}
 	defer os.RemoveAll(tree)
-	if err := exportImage(ctx, api, ref, tree); err != nil {
-		return d, err
+	if err := ExportImage(ctx, api, ref, tree); err != nil {
+		return d, fmt.Errorf("vm disk: %w", err)
 	}
 	if err := addGuestFiles(tree, k.Modules); err != nil {
 		return d, err
@@ -123,16 +123,18 @@ func mkfs(ctx context.Context, tree, img string) error {
 	return nil
 }
 
-// exportImage writes the file system of ref into dir: a created (never
+// ExportImage writes the file system of ref into dir: a created (never
 // started) container's export stream, unpacked by tar with owners and modes.
-func exportImage(ctx context.Context, api client.APIClient, ref, dir string) error {
+// The vm platforms build their guests' disks from it, the lxc platform its
+// containers' root file system.
+func ExportImage(ctx context.Context, api client.APIClient, ref, dir string) error {
 	id := runid.New()
 	c, err := api.ContainerCreate(ctx, &container.Config{
 		Image: ref, Cmd: []string{"/bin/true"}, NetworkDisabled: true,
 		Labels: map[string]string{runid.Label: string(id), runid.LabelRole: "vm-disk-export"},
 	}, nil, nil, nil, runid.Prefix+string(id)+"-export")
 	if err != nil {
-		return fmt.Errorf("vm disk: creating a container to export %s: %w", ref, err)
+		return fmt.Errorf("creating a container to export %s: %w", ref, err)
 	}
 	defer api.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
 	return exportContainer(ctx, api, c.ID, dir)
@@ -142,7 +144,7 @@ func exportImage(ctx context.Context, api client.APIClient, ref, dir string) err
 func exportContainer(ctx context.Context, api client.APIClient, id, dir string) error {
 	rc, err := api.ContainerExport(ctx, id)
 	if err != nil {
-		return fmt.Errorf("vm disk: exporting container %s: %w", id, err)
+		return fmt.Errorf("exporting container %s: %w", id, err)
 	}
 	defer rc.Close()
 	cmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-xpf", "-", "-C", dir)
@@ -150,7 +152,7 @@ func exportContainer(ctx context.Context, api client.APIClient, id, dir string) 
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("vm disk: unpacking the export of container %s: %w: %s", id, err, bytes.TrimSpace(stderr.Bytes()))
+		return fmt.Errorf("unpacking the export of container %s: %w: %s", id, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }

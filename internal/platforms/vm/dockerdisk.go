@@ -146,7 +146,10 @@ func exportWithPackages(ctx context.Context, api client.APIClient, ref string, p
 		}
 		return fmt.Errorf("vm-docker disk: apt-get install %s exited %d (needs the Debian mirror): %s", strings.Join(pkgs, " "), code, strings.TrimSpace(out.String()))
 	}
-	return exportContainer(ctx, api, c.ID, tree)
+	if err := exportContainer(ctx, api, c.ID, tree); err != nil {
+		return fmt.Errorf("vm-docker disk: %w", err)
+	}
+	return nil
 }
 
 func saveImage(ctx context.Context, api client.APIClient, ref, path string) error {

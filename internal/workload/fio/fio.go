@@ -286,6 +286,18 @@ type Instance struct {
 	runs     []hostKey
 }
 
+// RefusePlatform implements workload.PlatformRefuser: under gVisor the
+// direct I/O fio asks for does not happen. gVisor's sentry accepts
+// O_DIRECT but does not pass it on to the host's file (google/gvisor#3626,
+// open in the packaged runsc 20221219): reads and writes go through its own
+// page cache, and fio would measure memory rather than the storage path.
+func (in *Instance) RefusePlatform(base string, _ platform.Platform) error {
+	if platform.Family(base) == platform.FamilyGVisor {
+		return errors.New("gVisor accepts O_DIRECT but does not pass it on to the host's file (google/gvisor#3626), so fio's direct I/O would go through gVisor's page cache and measure memory, not storage")
+	}
+	return nil
+}
+
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
 	m := in.cfg.Mode

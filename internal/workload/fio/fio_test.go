@@ -410,3 +410,17 @@ func TestNoDirectIOAndFirstError(t *testing.T) {
 		t.Errorf("FirstError of a good run = %q", got)
 	}
 }
+
+func TestRefusesGVisor(t *testing.T) {
+	in := &Instance{}
+	for _, base := range []string{platform.Native, platform.DockerBridge, platform.DockerCrunBridge, platform.Podman, platform.LXC} {
+		if err := in.RefusePlatform(base, nil); err != nil {
+			t.Errorf("%s refused: %v", base, err)
+		}
+	}
+	for _, base := range []string{platform.DockerRunscBridge, platform.DockerRunscHost} {
+		if err := in.RefusePlatform(base, nil); err == nil || !strings.Contains(err.Error(), "O_DIRECT") {
+			t.Errorf("%s: %v, want a refusal naming O_DIRECT", base, err)
+		}
+	}
+}

@@ -186,6 +186,23 @@ func (in *Instance) rules() qos.Set {
 	}
 }
 
+// RefusePlatform implements workload.PlatformRefuser: nginx listens with
+// SO_REUSEPORT (a listening socket per worker, the kernel spreading
+// connections over them), which gVisor's host network (runsc --network=host,
+// hostinet) does not pass on to the host's socket in the packaged runsc:
+// the second worker's bind fails with EADDRINUSE. gVisor's own network
+// stack has it.
+func (in *Instance) RefusePlatform(_ string, p platform.Platform) error {
+	sb, ok := p.(platform.Sandboxed)
+	if !ok {
+		return nil
+	}
+	if s, ok := sb.Sandbox(); ok && s.Network == "host" {
+		return fmt.Errorf("%s's host network (hostinet) does not pass SO_REUSEPORT on to the host's socket, and nginx listens with it (a socket per worker): its second worker cannot bind", s.Name)
+	}
+	return nil
+}
+
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
 	return []workload.Metric{

@@ -326,3 +326,25 @@ func TestCliffNote(t *testing.T) {
 		t.Errorf("a p99 of 120 ms: %q, want none", n)
 	}
 }
+
+// sandboxed is a platform in a sandbox with the given network stack.
+type sandboxed struct {
+	platform.Platform
+	network string
+}
+
+func (s sandboxed) Sandbox() (platform.Sandbox, bool) {
+	return platform.Sandbox{Name: "gVisor", Platform: "ptrace", Network: s.network}, true
+}
+
+func TestRefusesHostinet(t *testing.T) {
+	in := &Instance{}
+	if err := in.RefusePlatform(platform.DockerRunscBridge, sandboxed{network: "host"}); err == nil || !strings.Contains(err.Error(), "SO_REUSEPORT") {
+		t.Errorf("gVisor with hostinet: %v, want a refusal naming SO_REUSEPORT", err)
+	}
+	for _, p := range []platform.Platform{sandboxed{network: "sandbox"}, nil} {
+		if err := in.RefusePlatform(platform.DockerRunscBridge, p); err != nil {
+			t.Errorf("%v: refused: %v", p, err)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nearnative/nearnative/internal/image"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/lxc"
+	"github.com/nearnative/nearnative/internal/platforms/podman"
+	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
+	"github.com/nearnative/nearnative/internal/study"
+)
+
+// runtimeKinds are the platforms of the container runtimes beside
+// Docker's runc, one per runtime: what the runtimes study needs.
+var runtimeKinds = []struct{ kind, name string }{
+	{platform.DockerRunscBridge, "runtime gVisor"},
+	{platform.DockerCrunBridge, "runtime crun"},
+	{platform.Podman, "podman"},
+	{platform.PodmanRootless, "podman rootless"},
+	{platform.LXC, "lxc"},
+}
+
+// runtimeChecks checks each container runtime beside runc as its platform
+// checks itself before a run (gVisor's runsc and crun registered with
+// dockerd and able to start here, Podman's service rootful and as the
+// rootless user, LXC), and says which settings it runs with. The runtimes
+// are optional: only the runtimes study needs them, so problems warn.
+func runtimeChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
+	var cs []Check
+	ref := o.Image
+	if ref == "" && eng != nil {
+		if cfg, err := image.DefaultConfig(); err == nil {
+			ref, _, _ = image.Current(ctx, eng.API(), cfg)
+		}
+	}
+	engine := &platformset.Engine{}
+	defer engine.Close()
+	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
+	for _, rk := range runtimeKinds {
+		c := Check{Name: rk.name, Status: OK}
+		p, err := platformset.Build(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, env, state.Home(), engine)
+		if err == nil {
+			if ch, ok := p.(platform.Checker); ok {
+				err = ch.Check(ctx)
+			}
+		}
+		switch {
+		case err != nil:
+			c.Status, c.Detail, c.Fix = Warn, err.Error()+"; platform "+rk.kind+" cannot run here", "make setup"
+			if !errors.Is(err, platform.ErrUnavailable) {
+				c.Fix = ""
+			}
+		default:
+			c.Detail = runtimeDetail(rk.kind, p)
+		}
+		if cl, ok := p.(platform.Closer); ok && p != nil {
+			cl.Close()
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// runtimeDetail says what a platform that can run here runs with.
+func runtimeDetail(kind string, p platform.Platform) string {
+	switch platform.Family(kind) {
+	case platform.FamilyGVisor:
+		if d, ok := p.(platform.Degrader); ok && len(d.Degradations()) > 0 {
+			return strings.TrimPrefix(d.Degradations()[0], "runs under ")
+		}
+	case platform.FamilyDockerCrun:
+		return "crun is registered with dockerd and can start containers on this cgroup layout"
+	case platform.FamilyPodman:
+		if kind == platform.PodmanRootless {
+			return fmt.Sprintf("rootless as %s (subordinate ids set up), slirp4netns network, ports published by rootlessport", podman.RootlessUserName())
+		}
+		return "rootful, netavark bridge, ports published by netavark's iptables DNAT"
+	case platform.FamilyLXC:
+		if v := lxc.Version(); v != "" {
+			return "LXC " + v + ": system containers from the workload image's root file system on a bridge of the run"
+		}
+	}
+	return "can run here"
+}
