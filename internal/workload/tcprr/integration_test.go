@@ -3,6 +3,7 @@ package tcprr
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -93,10 +94,19 @@ func TestTrialOnPlatforms(t *testing.T) {
 
 // TestCrossCheck compares nn-rr with sockperf natively at sockperf's
 // smallest message, 14 bytes: interleaved pairs of short runs, all on one
-// core; the median over the pairs of the ratio of their median round trips
-// must be within the 5% of 1. Pairing cancels the machine's drift,
-// medians the single stalls of a shared machine (the means are logged too).
-// Measured so: 0.988 quiet, 0.991 beside two spinning loops (BENCH.md).
+// core, judged on the median over the pairs of the ratio of their median
+// round trips, which must be within the 5% of 1. Pairing cancels
+// the machine's drift, medians the single stalls of a shared machine (the
+// means are logged too). Measured so: 0.988 quiet, 0.991 beside two
+// spinning loops (BENCH.md).
+//
+// The pairs are sequential: from 7 pairs on, the test stops as soon as the
+// order-statistic 95% interval of the median ratio lies inside the 5% band
+// (pass) or wholly outside it (fail); a machine busy enough that 15 pairs
+// leave the interval across an edge skips the test as inconclusive, saying
+// so. Under make test beside four other builds, 7 pairs spread 0.88-1.30
+// and their median (1.073) failed although the interval held 1; 15 pairs
+// gave [0.915, 1.087].
 func TestCrossCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs nn-rr and sockperf natively")
@@ -111,8 +121,9 @@ func TestCrossCheck(t *testing.T) {
 	nat := testenv.Platforms(t, run, t.TempDir(), platform.Native)[platform.Native]
 	rr := newInstance(t, map[string]string{"msgsize": "14"})
 	sp := newInstance(t, map[string]string{"tool": "sockperf", "msgsize": "14"})
+	const minPairs, maxPairs, band = 7, 15, 0.05
 	var ratios []float64
-	for i := 0; i < 7; i++ {
+	for i := 0; i < maxPairs; i++ {
 		order := []*Instance{rr, sp}
 		if i%2 == 1 {
 			order = []*Instance{sp, rr}
@@ -129,13 +140,42 @@ func TestCrossCheck(t *testing.T) {
 		ratios = append(ratios, r)
 		t.Logf("pair %d: nn-rr p50 %.2f us (mean %.2f), sockperf p50 %.2f us (mean %.2f): ratio of p50s %.3f", i,
 			vals[ToolRR][MetricP50], vals[ToolRR][MetricMean], vals[ToolSockperf][MetricP50], vals[ToolSockperf][MetricMean], r)
+		if len(ratios) < minPairs {
+			continue
+		}
+		lo, hi := medianInterval(ratios)
+		t.Logf("after %d pairs: 95%% interval of the median ratio [%.3f, %.3f]", len(ratios), lo, hi)
+		if lo >= 1-band && hi <= 1+band {
+			return
+		}
+		if hi < 1-band || lo > 1+band {
+			t.Fatalf("nn-rr's median round trip is outside 5%% of sockperf's at 14 bytes: interval of the ratio [%.3f, %.3f] over %d pairs", lo, hi, len(ratios))
+		}
 	}
-	sort.Float64s(ratios)
-	med := ratios[len(ratios)/2]
-	t.Logf("median ratio nn-rr/sockperf %.3f", med)
-	if med < 0.95 || med > 1.05 {
-		t.Errorf("nn-rr's median round trip is %.1f%% of sockperf's at 14 bytes, not within 5%%", med*100)
+	lo, hi := medianInterval(ratios)
+	t.Skipf("inconclusive: after %d pairs the 95%% interval of the median ratio [%.3f, %.3f] straddles an edge of the 5%% band; the machine is too busy to judge the cross-check (run it on a quiet machine)", len(ratios), lo, hi)
+}
+
+// medianInterval is the distribution-free interval of the median of xs at
+// 95% or more: the k-th smallest and k-th largest values, k the largest
+// with P(Binomial(n, 1/2) < k) <= 0.025.
+func medianInterval(xs []float64) (lo, hi float64) {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	k, cum, p := 0, 0.0, math.Pow(0.5, float64(n)) // p = P(X = 0)
+	for j := 0; j < n; j++ {
+		if cum+p > 0.025 {
+			break
+		}
+		cum += p
+		k = j + 1
+		p *= float64(n-j) / float64(j+1) // P(X = j+1)
 	}
+	if k < 1 {
+		k = 1
+	}
+	return s[k-1], s[n-k]
 }
 
 // pinTo sets the CPU affinity of every thread of the test process to cpu
