@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/doctor"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
@@ -58,7 +60,7 @@ that fixes it; the exit code is 3 when a built-in study cannot run.`,
 }
 
 func (a *app) platformsCmd() *cobra.Command {
-	var imageRef string
+	var imageRef, client string
 	c := &cobra.Command{
 		Use:   "platforms",
 		Short: "List the platforms and whether each can run here",
@@ -70,11 +72,17 @@ func (a *app) platformsCmd() *cobra.Command {
 			engine := &platformset.Engine{}
 			defer engine.Close()
 			ref, imgErr := a.imageRef(ctx, engine, imageRef)
-			env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
+			set := host.Setting{Client: client}
+			if err := set.Validate(); err != nil {
+				return withCode(ExitBadInput, fmt.Errorf("--client: %w", err))
+			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PLATFORM\tSTATUS\tWHAT IT IS")
 			for _, info := range platform.Builtin() {
 				status := "available"
+				// The client host a run would make, described, not made.
+				env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
+					Client: host.PlannedFor(set, platformset.ClientNeed(info.Name))}
 				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, engine)
 				if err == nil {
 					if ch, ok := p.(platform.Checker); ok {
@@ -98,6 +106,7 @@ func (a *app) platformsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&imageRef, "image", "", "workload image to check for instead of the locally built one")
+	c.Flags().StringVar(&client, "client", study.DefaultClient, "the client host to check the platforms for: "+strings.Join(host.Settings, " or ")+", as run's --client")
 	return c
 }
 

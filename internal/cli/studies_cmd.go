@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/engine"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/platformset"
@@ -149,13 +150,13 @@ type needs struct {
 // platformCheck says why the rows of a study platform cannot run here, or
 // would not be comparable: "" when they can.
 type platformCheck interface {
-	Check(ctx context.Context, p study.Platform) string
+	Check(ctx context.Context, p study.Platform, client host.Setting) string
 }
 
 // noPlatformCheck checks nothing (--no-check).
 type noPlatformCheck struct{}
 
-func (noPlatformCheck) Check(context.Context, study.Platform) string { return "" }
+func (noPlatformCheck) Check(context.Context, study.Platform, host.Setting) string { return "" }
 
 // livePlatforms checks platforms as `nearnative platforms` does and a run
 // would: the platform's Checker, the workload image for everything but
@@ -172,23 +173,25 @@ type livePlatforms struct {
 }
 
 // Check implements platformCheck.
-func (l *livePlatforms) Check(ctx context.Context, sp study.Platform) string {
-	key := fmt.Sprintf("%s %+v", sp.Base, sp.Options)
+func (l *livePlatforms) Check(ctx context.Context, sp study.Platform, client host.Setting) string {
+	key := fmt.Sprintf("%s %+v %+v", sp.Base, sp.Options, client)
 	if why, ok := l.cache[key]; ok {
 		return why
 	}
-	why := l.check(ctx, sp)
+	why := l.check(ctx, sp, client)
 	l.cache[key] = why
 	return why
 }
 
-func (l *livePlatforms) check(ctx context.Context, sp study.Platform) string {
+func (l *livePlatforms) check(ctx context.Context, sp study.Platform, client host.Setting) string {
 	label := rowsLabel(sp.Base)
 	if sp.Base != platform.Native && !l.imgDone {
 		l.imgDone = true
 		l.imgRef, l.imgErr = l.a.imageRef(ctx, l.engine, "")
 	}
-	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: l.imgRef}
+	// The client host the run would make, described, not made.
+	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: l.imgRef,
+		Client: host.PlannedFor(client, platformset.ClientNeed(sp.Base))}
 	p, err := platformset.Build(ctx, study.Platform{Name: sp.Base, Base: sp.Base, Options: sp.Options}, env, l.a.dir, l.engine)
 	if err == nil {
 		if ch, ok := p.(platform.Checker); ok {
@@ -273,7 +276,7 @@ func (a *app) here(ctx context.Context, loaded *study.Study, quick bool, check p
 		}
 		h.needs.kvm = h.needs.kvm || isVM(p.Base)
 		h.needs.cluster = h.needs.cluster || isK8s(p.Base)
-		if why := check.Check(ctx, p); why != "" && !seen[why] {
+		if why := check.Check(ctx, p, st.ClientSetting()); why != "" && !seen[why] {
 			seen[why] = true
 			h.caveats = append(h.caveats, why)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/studies"
 )
@@ -91,7 +92,7 @@ func fmtValues(v map[string]string) string {
 // without a cluster would.
 type fakeCheck map[string]string
 
-func (f fakeCheck) Check(_ context.Context, p study.Platform) string {
+func (f fakeCheck) Check(_ context.Context, p study.Platform, _ host.Setting) string {
 	switch {
 	case isVM(p.Base):
 		return f["vm"]
@@ -171,5 +172,31 @@ quick: {platforms: [native]}
 		if strings.HasPrefix(l, "small, --quick") || strings.HasPrefix(l, "small: ") {
 			t.Errorf("the quick run of small has no vm row, yet: %s", l)
 		}
+	}
+}
+
+// TestPlatformsPlannedClient: `nearnative platforms` checks each platform
+// for the client host a run would make (described, not made), so
+// docker-nat, whose DNAT path serves no loopback address, is not refused
+// for a loopback client no run would give it.
+func TestPlatformsPlannedClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("checks the platforms against the Docker engine")
+	}
+	for _, client := range []string{"netns", "host"} {
+		var stdout, stderr bytes.Buffer
+		if err := Run(context.Background(), []string{"platforms", "--client", client}, &stdout, &stderr); err != nil {
+			t.Fatalf("platforms --client %s: %v\n%s", client, err, stderr.String())
+		}
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if strings.HasPrefix(line, "docker-nat ") && strings.Contains(line, "client on loopback") {
+				t.Errorf("--client %s: %s", client, line)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), []string{"platforms", "--client", "bogus"}, &stdout, &stderr)
+	if code := ExitCode(err); code != ExitBadInput {
+		t.Errorf("platforms --client bogus: exit %d (%v), want %d", code, err, ExitBadInput)
 	}
 }
