@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
@@ -43,9 +44,11 @@ func runtimeChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
 	}
 	engine := &platformset.Engine{}
 	defer engine.Close()
-	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
 	for _, rk := range runtimeKinds {
 		c := Check{Name: rk.name, Status: OK}
+		// The client host a run would make, described, not made.
+		env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
+			Client: host.PlannedFor(host.Setting{Client: host.SettingNetns}, platformset.ClientNeed(rk.kind))}
 		p, err := platformset.Build(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, env, state.Home(), engine)
 		if err == nil {
 			if ch, ok := p.(platform.Checker); ok {
