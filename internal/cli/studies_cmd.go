@@ -408,7 +408,7 @@ func durationCell(h studyHere) string {
 func needsCell(quick, full needs) string {
 	var parts []string
 	if full.cores > 0 {
-		p := fmt.Sprintf("%d cores", full.cores)
+		p := plural(full.cores, "core")
 		switch {
 		case quick.cores == 0:
 			p += " (full only)"
@@ -448,4 +448,12 @@ func gib(n int64) string {
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	}
 	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}
+
+// plural is "1 core", "2 cores".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -360,7 +360,7 @@ const bootEstimate = 45 * time.Second
 // UsersPerCPU sizes the data when max_users is 0: twice the simulated
 // users one CPU of the development machine carries, so that a search fails
 // before the data's limit on it and on a machine whose CPUs are up to twice
-// as fast. Measured (README's auction timings): at 1,500 users the stack
+// as fast. Measured (BENCH.md, the auction's timings): at 1,500 users the stack
 // and the driver did 366 operations/s with 88% of a core busy (web 9, app
 // 40, db 15, broker 1.5, driver 23), 2.4 ms of CPU an operation; a user
 // does 0.244 operations/s, 0.59 ms of CPU a second, so a CPU carries at

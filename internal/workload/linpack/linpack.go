@@ -279,7 +279,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (workload.Result,
 		fmt.Sprintf("solved N=%s in %.3g s with %d BLAS threads on %s CPUs: %.1f GFLOPS, %.1f%% of the %s%s; scaled residual %.3g < %s PASSED",
 			o.Get("n"), vals["seconds"], threads, o.Get("cpus"), vals["gflops"], res.Values[MetricPeakPct], peak.How, dgemmNote, vals["residual"], o.Get("threshold")),
 		fmt.Sprintf("BLAS as loaded on the platform: %s; %s (core %s); %s", strings.Join(o.All("library"), ", "), o.Get("openblas-config"), o.Get("openblas-core"), o.Get("compiler")),
-		"nn-linpack: HPL's problem, operation count and residual check, solved by OpenBLAS's LAPACK dgetrf/dgetrs in one process (not netlib HPL; see the README)",
+		"nn-linpack: HPL's problem, operation count and residual check, solved by OpenBLAS's LAPACK dgetrf/dgetrs in one process (not netlib HPL; see docs/studies/micro.md)",
 	)
 	return res, nil
 }

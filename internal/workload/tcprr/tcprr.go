@@ -13,7 +13,7 @@
 //     blocking send and recv, every round trip timed.
 //   - sockperf: sockperf ping-pong --full-rtt against sockperf server, whose
 //     smallest message is its own 14-byte header. nn-rr at 14 bytes is
-//     cross-checked against it (see the README).
+//     cross-checked against it (BENCH.md).
 //
 // Either way the full round trip is reported, never sockperf's default
 // one-way latency (RTT/2).
