@@ -18,6 +18,8 @@ import (
 
 	"github.com/nearnative/nearnative/apps/auction"
 	"github.com/nearnative/nearnative/internal/cleanup"
+	"github.com/nearnative/nearnative/internal/datacache"
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -129,8 +131,8 @@ func Start(t *testing.T, o Options) *Stack {
 		t.Helper()
 		// Generous: the servers boot together, and `make test` loads the
 		// machine with every other package's tests.
-		if err := auction.WaitReady(ctx, name, 150*time.Second, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
-			t.Fatalf("%v\nlast lines of its log:\n%s", err, s.LogTail(name, 15))
+		if err := platform.WaitReady(ctx, 150*time.Second, 200*time.Millisecond, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
+			t.Fatalf("%s: %v\nlast lines of its log:\n%s", name, err, s.LogTail(name, 15))
 		}
 	}
 
@@ -153,7 +155,7 @@ func Start(t *testing.T, o Options) *Stack {
 	// Every server starts at once (the application servers retry the
 	// database and the broker until they answer); then each is waited for.
 	start = time.Now()
-	pgSpec, err := auction.PostgresSpec("pg", auction.PostgresSettings{DataDir: data})
+	pgSpec, err := pgserver.Spec(auction.PostgresConfig("pg", data, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func checkClean(t *testing.T, root string, run runid.ID) {
 }
 
 func lookup(name string) (int, int, error) {
-	u, g, err := auction.SystemUser(name)
+	u, g, err := datacache.UserIDs(name)
 	if err != nil {
 		return 0, 0, errors.New("user " + name + ": " + err.Error())
 	}
