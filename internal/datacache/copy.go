@@ -81,7 +81,7 @@ func emptyDest(dst string) (made bool, err error) {
 	es, err := os.ReadDir(dst)
 	switch {
 	case os.IsNotExist(err):
-		if err := os.Mkdir(dst, 0o700); err != nil {
+		if err := os.MkdirAll(dst, 0o700); err != nil {
 			return false, fmt.Errorf("copying to %s: %w", dst, err)
 		}
 		return true, nil
