@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -343,7 +342,8 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	if err != nil {
 		return nil, fmt.Errorf("server %s in container %s: %w", spec.Name, g.cname, err)
 	}
-	ss := &supervised{site: s, g: g, m: m, argv: argv, pid: pid, addrs: map[string]string{}}
+	ss := &supervised{site: s, g: g, m: m, addrs: map[string]string{}, Process: &vmagent.Process{Agent: g.agent, PID: pid, Argv: argv,
+		LogPath: logPath(s.p.env.LogDir, s.trial, spec.Name), Grace: stopTimeout * time.Second, Bound: teardownTimeout}}
 	on, err := s.publishOn(m.Server.Entry)
 	if err != nil {
 		return nil, err
@@ -428,16 +428,14 @@ func (s *site) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// supervised is a server started by a container's supervisor.
+// supervised is a server started by a container's supervisor; the
+// process side (CPU time, migrations, log tail, exit, stop) is the agent's.
 type supervised struct {
+	*vmagent.Process
 	site  *site
 	g     *group
 	m     deploy.Member
-	argv  []string
-	pid   int
 	addrs map[string]string
-	once  sync.Once
-	err   error
 }
 
 func (s *supervised) Addr(port string) string {
@@ -447,8 +445,6 @@ func (s *supervised) Addr(port string) string {
 	}
 	return a
 }
-
-func (s *supervised) Command() []string { return append([]string(nil), s.argv...) }
 
 func (s *supervised) Describe() string {
 	var ports []string
@@ -461,52 +457,7 @@ func (s *supervised) Describe() string {
 		how = "on the host network"
 	}
 	return fmt.Sprintf("process pid %d in container %s (several servers under nearnative's supervisor) %s; client to %s",
-		s.pid, s.g.cname, how, strings.Join(ports, ", "))
-}
-
-// CPUTime implements platform.CPUReporter: the CPU time of the server's
-// process tree (its living workers and what they have reaped), as the
-// container's kernel counts it.
-func (s *supervised) CPUTime(ctx context.Context) (time.Duration, error) {
-	return s.g.agent.CPUTime(ctx, s.pid)
-}
-
-// LogTail implements deploy.LogTailer.
-func (s *supervised) LogTail(ctx context.Context, lines int) string {
-	st, err := s.g.agent.Status(ctx, s.pid)
-	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
-	}
-	return lastLines(st.Tail, lines)
-}
-
-// Exited implements deploy.Exiter.
-func (s *supervised) Exited(ctx context.Context) error {
-	st, err := s.g.agent.Status(ctx, s.pid)
-	if err != nil {
-		return err
-	}
-	if !st.Running {
-		return errors.New(st.Exit)
-	}
-	return nil
-}
-
-// Stop stops the process through the supervisor and saves its output.
-func (s *supervised) Stop(ctx context.Context) error {
-	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-		defer cancel()
-		out, err := s.g.agent.Stop(ctx, s.pid, stopTimeout*time.Second)
-		if path := logPath(s.site.p.env.LogDir, s.site.trial, s.m.Spec.Name); path != "" && len(out) > 0 {
-			os.MkdirAll(filepath.Dir(path), 0o755)
-			if werr := os.WriteFile(path, out, 0o644); werr != nil {
-				err = errors.Join(err, werr)
-			}
-		}
-		s.err = err
-	})
-	return s.err
+		s.PID, s.g.cname, how, strings.Join(ports, ", "))
 }
 
 // LogTail implements deploy.LogTailer for a server's own container.
@@ -540,14 +491,6 @@ func unionCPUs(sets []string) string {
 	return topology.FormatCPUs(all)
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // Migrations implements deploy.Scheduler for a server's own container: every
 // thread of every process the engine lists in it (host PIDs).
 func (s *server) Migrations(ctx context.Context) (int64, error) {
@@ -569,9 +512,4 @@ func (s *server) Migrations(ctx context.Context) (int64, error) {
 		}
 	}
 	return n, nil
-}
-
-// Migrations implements deploy.Scheduler through the supervisor.
-func (s *supervised) Migrations(ctx context.Context) (int64, error) {
-	return s.g.agent.Migrations(ctx, s.pid)
 }
