@@ -150,67 +150,14 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 		}
 	}
 	token := vmagent.NewToken()
-	listen := "0.0.0.0:" + strconv.Itoa(agentPort)
-	if s.p.kind == platform.DockerHost {
-		free, err := platform.FreePorts("127.0.0.1", 1)
-		if err != nil {
-			return err
-		}
-		listen = "127.0.0.1:" + strconv.Itoa(free[0])
+	listen, err := s.agentListen()
+	if err != nil {
+		return err
 	}
 	g.cname = ContainerName(s.p.env.Run, s.trial, g.name)
-	cfg := &container.Config{
-		Image:      s.p.env.Image,
-		Entrypoint: strslice.StrSlice{vmagent.SupervisorPath},
-		Env:        []string{vmagent.TokenEnv + "=" + token, vmagent.ListenEnv + "=" + listen},
-		WorkingDir: "/",
-		Labels: map[string]string{runid.Label: string(s.p.env.Run), runid.LabelRole: g.name,
-			LabelTrial: s.trial, LabelPlatform: s.p.name},
-		ExposedPorts: nat.PortSet{},
-	}
-	hc := s.p.hostConfig()
-	hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}}
-	var sets []string
-	mounted := map[string]string{} // target -> source
-	for _, m := range g.members {
-		if c := s.cpuset(m.Server); c != "" {
-			sets = append(sets, c)
-		}
-		for _, v := range m.Spec.Volumes {
-			// Servers of one container may share a volume (nginx and
-			// PHP-FPM see one site at one path): it is mounted once.
-			if src, ok := mounted[v.Path]; ok {
-				if src != v.HostPath {
-					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
-				}
-				continue
-			}
-			mounted[v.Path] = v.HostPath
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
-		}
-		on, err := s.publishOn(m.Server.Entry)
-		if err != nil {
-			return err
-		}
-		for _, pn := range m.Server.Ports {
-			port := nat.Port(strconv.Itoa(s.Port(m.Server.ID, pn)) + "/tcp")
-			if s.p.kind == platform.DockerHost {
-				continue
-			}
-			cfg.ExposedPorts[port] = struct{}{}
-			if on != "" {
-				if hc.PortBindings == nil {
-					hc.PortBindings = nat.PortMap{}
-				}
-				hc.PortBindings[port] = []nat.PortBinding{{HostIP: on, HostPort: port.Port()}}
-			}
-		}
-	}
-	if len(sets) == len(g.members) {
-		// Every member is confined: the container gets their union; a
-		// member without a set may use any CPU, and so may the container.
-		g.cpus = unionCPUs(sets)
-		hc.Resources.CpusetCpus = g.cpus
+	cfg, hc, err := s.supervisorConfig(g, exe, token, listen)
+	if err != nil {
+		return err
 	}
 	cli := s.p.eng.cli
 	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, g.cname)
@@ -230,13 +177,9 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	if err != nil {
 		return fmt.Errorf("inspecting container %s: %w", g.cname, err)
 	}
-	switch s.p.kind {
-	case platform.DockerHost:
-		g.ip = "127.0.0.1" // the supervisor's own control address
-	case platform.DockerNetwork:
-		g.ip = s.p.networkIP(insp)
-	default:
-		g.ip = s.p.eng.bridgeIP(insp)
+	g.ip = "127.0.0.1" // on the host network, the supervisor's own control address
+	if s.p.kind != platform.DockerHost {
+		g.ip = s.p.containerIP(insp)
 	}
 	if g.ip == "" {
 		return fmt.Errorf("container %s has no address on its network", g.cname)
@@ -248,6 +191,97 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	if err := g.agent.WaitReady(wctx); err != nil {
 		tail := (&server{eng: s.p.eng, id: g.id}).logTail(context.WithoutCancel(ctx), logTailLines)
 		return fmt.Errorf("the supervisor in container %s did not answer within %v: %w; its log:\n%s", g.cname, agentTimeout, err, indent(tail))
+	}
+	return nil
+}
+
+// agentListen is where a supervisor listens: its fixed port in the
+// container's own network namespace, or a free loopback port on the host
+// network.
+func (s *site) agentListen() (string, error) {
+	if s.p.kind != platform.DockerHost {
+		return "0.0.0.0:" + strconv.Itoa(agentPort), nil
+	}
+	free, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(free[0]), nil
+}
+
+// supervisorConfig is the create request of a group's container: the
+// supervisor as its command (the nearnative binary mounted read-only),
+// every member's volumes once, the members' ports, and the union of their
+// CPU sets when every member is confined.
+func (s *site) supervisorConfig(g *group, exe, token, listen string) (*container.Config, *container.HostConfig, error) {
+	cfg := &container.Config{
+		Image:      s.p.env.Image,
+		Entrypoint: strslice.StrSlice{vmagent.SupervisorPath},
+		Env:        []string{vmagent.TokenEnv + "=" + token, vmagent.ListenEnv + "=" + listen},
+		WorkingDir: "/",
+		Labels: map[string]string{runid.Label: string(s.p.env.Run), runid.LabelRole: g.name,
+			LabelTrial: s.trial, LabelPlatform: s.p.name},
+		ExposedPorts: nat.PortSet{},
+	}
+	hc := s.p.hostConfig()
+	hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}}
+	var sets []string
+	mounted := map[string]string{} // target -> source
+	for _, m := range g.members {
+		if c := s.cpuset(m.Server); c != "" {
+			sets = append(sets, c)
+		}
+		if err := mountOnce(hc, mounted, g.cname, m.Spec.Volumes); err != nil {
+			return nil, nil, err
+		}
+		if err := s.exposeMember(cfg, hc, m); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(sets) == len(g.members) {
+		// Every member is confined: the container gets their union; a
+		// member without a set may use any CPU, and so may the container.
+		g.cpus = unionCPUs(sets)
+		hc.Resources.CpusetCpus = g.cpus
+	}
+	return cfg, hc, nil
+}
+
+// mountOnce adds volumes to hc; servers of one container may share a
+// volume (nginx and PHP-FPM see one site at one path): it is mounted once.
+func mountOnce(hc *container.HostConfig, mounted map[string]string, cname string, vols []platform.Volume) error {
+	for _, v := range vols {
+		if src, ok := mounted[v.Path]; ok {
+			if src != v.HostPath {
+				return fmt.Errorf("servers of container %s mount both %s and %s at %s", cname, src, v.HostPath, v.Path)
+			}
+			continue
+		}
+		mounted[v.Path] = v.HostPath
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return nil
+}
+
+// exposeMember exposes a member's ports on the container's network and
+// publishes an entry member's on the platform's host address.
+func (s *site) exposeMember(cfg *container.Config, hc *container.HostConfig, m deploy.Member) error {
+	if s.p.kind == platform.DockerHost {
+		return nil
+	}
+	on, err := s.publishOn(m.Server.Entry)
+	if err != nil {
+		return err
+	}
+	for _, pn := range m.Server.Ports {
+		port := nat.Port(strconv.Itoa(s.Port(m.Server.ID, pn)) + "/tcp")
+		cfg.ExposedPorts[port] = struct{}{}
+		if on != "" {
+			if hc.PortBindings == nil {
+				hc.PortBindings = nat.PortMap{}
+			}
+			hc.PortBindings[port] = []nat.PortBinding{{HostIP: on, HostPort: port.Port()}}
+		}
 	}
 	return nil
 }
