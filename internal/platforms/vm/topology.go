@@ -189,31 +189,9 @@ const exePath = "/nearnative-bin"
 // engine, with nearnative's supervisor as its command.
 func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deploy.Member) error {
 	vg := g.guest
-	vg.mu.Lock()
-	if !vg.exe {
-		tmp, err := os.MkdirTemp("", "nn-exe-")
-		if err != nil {
-			vg.mu.Unlock()
-			return err
-		}
-		// The copy keeps the directory's mode: readable by the servers'
-		// users, as /usr/local/bin would be.
-		os.Chmod(tmp, 0o755)
-		defer os.RemoveAll(tmp)
-		if err := os.Link(s.p.Exe, filepath.Join(tmp, "nearnative")); err != nil {
-			b, rerr := os.ReadFile(s.p.Exe)
-			if rerr != nil || os.WriteFile(filepath.Join(tmp, "nearnative"), b, 0o755) != nil {
-				vg.mu.Unlock()
-				return fmt.Errorf("staging the nearnative binary for guest %d: %w", vg.index, errors.Join(err, rerr))
-			}
-		}
-		if err := vg.g.agent.Put(ctx, tmp, exePath); err != nil {
-			vg.mu.Unlock()
-			return err
-		}
-		vg.exe = true
+	if err := s.stageExe(ctx, vg); err != nil {
+		return err
 	}
-	vg.mu.Unlock()
 	free, err := platform.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		return err
@@ -228,32 +206,11 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 	} else {
 		args = append(args, "-e", vmagent.ListenEnv+"=0.0.0.0:7977", "-p", vg.g.ip+":"+strconv.Itoa(ap)+":7977")
 	}
-	mounted := map[string]string{} // container path -> host tree
-	for _, m := range members {
-		for i, v := range m.Spec.Volumes {
-			// Servers of one container may share a volume (nginx and
-			// PHP-FPM see one site at one path): copied and mounted once.
-			if src, ok := mounted[v.Path]; ok {
-				if src != v.HostPath {
-					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
-				}
-				continue
-			}
-			mounted[v.Path] = v.HostPath
-			gp := volumePath(m.Spec.Name, i)
-			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
-				return err
-			}
-			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
-		}
-		if s.p.kind != KindDockerHost {
-			for _, pn := range m.Server.Ports {
-				ps := strconv.Itoa(s.Port(m.Server.ID, pn))
-				args = append(args, "-p", vg.g.ip+":"+ps+":"+ps)
-			}
-		}
+	memberArgs, err := s.supervisorMembers(ctx, g, members)
+	if err != nil {
+		return err
 	}
-	args = append(args, s.p.env.Image)
+	args = append(append(args, memberArgs...), s.p.env.Image)
 	if _, err := vg.d.docker(ctx, args...); err != nil {
 		return err
 	}
@@ -268,6 +225,68 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 		return fmt.Errorf("the supervisor in container %s of guest %d did not answer: %w; its log: %s%s", g.cname, vg.index, err, logs.Stdout, logs.Stderr)
 	}
 	return nil
+}
+
+// stageExe copies the nearnative binary into the guest once, for its
+// supervisors.
+func (s *vmSite) stageExe(ctx context.Context, vg *vmGuest) error {
+	vg.mu.Lock()
+	defer vg.mu.Unlock()
+	if vg.exe {
+		return nil
+	}
+	tmp, err := os.MkdirTemp("", "nn-exe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The copy keeps the directory's mode: readable by the servers' users,
+	// as /usr/local/bin would be.
+	os.Chmod(tmp, 0o755)
+	if err := os.Link(s.p.Exe, filepath.Join(tmp, "nearnative")); err != nil {
+		b, rerr := os.ReadFile(s.p.Exe)
+		if rerr != nil || os.WriteFile(filepath.Join(tmp, "nearnative"), b, 0o755) != nil {
+			return fmt.Errorf("staging the nearnative binary for guest %d: %w", vg.index, errors.Join(err, rerr))
+		}
+	}
+	if err := vg.g.agent.Put(ctx, tmp, exePath); err != nil {
+		return err
+	}
+	vg.exe = true
+	return nil
+}
+
+// supervisorMembers copies the members' volumes into the guest and
+// returns the docker run options that mount them (once each: servers of
+// one container may share a volume, as nginx and PHP-FPM see one site at
+// one path) and publish the members' ports on the guest's address.
+func (s *vmSite) supervisorMembers(ctx context.Context, g *vmGroup, members []deploy.Member) ([]string, error) {
+	vg := g.guest
+	var args []string
+	mounted := map[string]string{} // container path -> host tree
+	for _, m := range members {
+		for i, v := range m.Spec.Volumes {
+			if src, ok := mounted[v.Path]; ok {
+				if src != v.HostPath {
+					return nil, fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
+				}
+				continue
+			}
+			mounted[v.Path] = v.HostPath
+			gp := volumePath(m.Spec.Name, i)
+			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
+				return nil, err
+			}
+			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
+		}
+		if s.p.kind != KindDockerHost {
+			for _, pn := range m.Server.Ports {
+				ps := strconv.Itoa(s.Port(m.Server.ID, pn))
+				args = append(args, "-p", vg.g.ip+":"+ps+":"+ps)
+			}
+		}
+	}
+	return args, nil
 }
 
 // roSuffix is the -v option's suffix of a read-only volume.
