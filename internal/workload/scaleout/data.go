@@ -195,39 +195,11 @@ func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error)
 		return m, err
 	}
 	m.Load = time.Since(t0)
-	if m.BaseKeys, err = dbsize(ctx, base); err != nil {
+	if err := countKeys(ctx, s, base, shards, &m); err != nil {
 		return m, err
 	}
-	if m.BaseKeys != s.Keyspace {
-		return m, fmt.Errorf("the baseline's Redis holds %d keys after loading %d", m.BaseKeys, s.Keyspace)
-	}
-	var sum int64
-	for i, a := range shards {
-		n, err := dbsize(ctx, a)
-		if err != nil {
-			return m, err
-		}
-		m.ShardKeys = append(m.ShardKeys, n)
-		sum += n
-		if n == 0 {
-			return m, fmt.Errorf("twemproxy sent no key to shard %s of %d keys", ShardName(i), s.Keyspace)
-		}
-	}
-	if sum != s.Keyspace {
-		return m, fmt.Errorf("the shards hold %d keys after loading %d through twemproxy", sum, s.Keyspace)
-	}
 	t1 := time.Now()
-	var wg sync.WaitGroup
-	aofErrs := make([]error, len(shards)+1)
-	for i, a := range append([]string{base}, shards...) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			aofErrs[i] = aofOn(ctx, a)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(aofErrs...); err != nil {
+	if err := allAOFOn(ctx, append([]string{base}, shards...)); err != nil {
 		return m, err
 	}
 	m.AOF = time.Since(t1)
@@ -243,6 +215,48 @@ func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error)
 	}
 	m.Total = time.Since(start)
 	return m, nil
+}
+
+// countKeys checks that the baseline holds every key and the shards
+// together hold every key, each some, and records the counts in m.
+func countKeys(ctx context.Context, s Settings, base string, shards []string, m *Meta) (err error) {
+	if m.BaseKeys, err = dbsize(ctx, base); err != nil {
+		return err
+	}
+	if m.BaseKeys != s.Keyspace {
+		return fmt.Errorf("the baseline's Redis holds %d keys after loading %d", m.BaseKeys, s.Keyspace)
+	}
+	var sum int64
+	for i, a := range shards {
+		n, err := dbsize(ctx, a)
+		if err != nil {
+			return err
+		}
+		m.ShardKeys = append(m.ShardKeys, n)
+		sum += n
+		if n == 0 {
+			return fmt.Errorf("twemproxy sent no key to shard %s of %d keys", ShardName(i), s.Keyspace)
+		}
+	}
+	if sum != s.Keyspace {
+		return fmt.Errorf("the shards hold %d keys after loading %d through twemproxy", sum, s.Keyspace)
+	}
+	return nil
+}
+
+// allAOFOn turns the AOF on at every address at once.
+func allAOFOn(ctx context.Context, addrs []string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(addrs))
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = aofOn(ctx, a)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // loadWriters and loadBatch shape the loader's traffic: a few connections
