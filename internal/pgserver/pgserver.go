@@ -2,8 +2,9 @@
 // settings (tuned for the memory a server gets, and stated), the
 // platform.Spec that runs it (a fresh cluster made by initdb in the server's
 // own directory, or a data directory prepared on the host and mounted), a
-// protocol-level readiness probe and the pg_stat_database figures a workload
-// reports. The workloads pgbench and oltp (DVD Store) use it.
+// protocol-level readiness probe, the pg_controldata check of a clean
+// shutdown and the pg_stat_database figures a workload reports. The
+// workloads pgbench, oltp (DVD Store) and auction use it.
 package pgserver
 
 import (
