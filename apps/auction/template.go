@@ -125,8 +125,14 @@ func EnsureTemplate(ctx context.Context, o TemplateOptions) (*Template, error) {
 		return nil, err
 	}
 	key := TemplateKey(o.Size, o.Seed, version)
+	name := fmt.Sprintf("%s-seed%d-%s", o.Size.Name(), o.Seed, key)
+	cache := datacache.New(o.State, "auction")
+	// Templates made before the one cache root lived in apps/auction/templates.
+	if _, err := cache.Adopt(ctx, filepath.Join(appDir(o.State), "templates"), name, "template.json"); err != nil {
+		return nil, err
+	}
 	t := &Template{}
-	t.Dir, _, err = datacache.New(o.State, "auction").Ensure(ctx, fmt.Sprintf("%s-seed%d-%s", o.Size.Name(), o.Seed, key), &t.Info,
+	t.Dir, _, err = cache.Ensure(ctx, name, &t.Info,
 		func(ctx context.Context, dir string) (any, error) {
 			info, err := build(ctx, o, bin, dir)
 			info.Key, info.ServerVersion = key, version

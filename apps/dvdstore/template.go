@@ -34,11 +34,18 @@ import (
 // Cache is the directory of loaded templates, one per key. Templates are
 // kept across runs (like the image caches); `rm -r` of a template directory
 // is always safe between runs.
-type Cache struct{ Dir string }
+type Cache struct {
+	Dir string
+	// Legacy is where an earlier version kept the templates
+	// (apps/dvdstore/templates); a template found there is moved into Dir.
+	Legacy string
+}
 
 // DefaultCache is the cache under nearnative's state directory,
 // cache/dvdstore (internal/datacache, whose rules it follows).
-func DefaultCache(home state.Dir) Cache { return Cache{Dir: datacache.New(home, "dvdstore").Dir} }
+func DefaultCache(home state.Dir) Cache {
+	return Cache{Dir: datacache.New(home, "dvdstore").Dir, Legacy: filepath.Join(home.Root, "apps", "dvdstore", "templates")}
+}
 
 func (c Cache) store() datacache.Cache { return datacache.Cache{Dir: c.Dir} }
 
@@ -138,10 +145,15 @@ func (c Cache) Ensure(ctx context.Context, b Builder, d Dataset) (t Template, bu
 	if err != nil {
 		return t, false, err
 	}
+	key := Key(d, version)
+	if c.Legacy != "" {
+		if _, err := c.store().Adopt(ctx, c.Legacy, key, datacache.MetaFile); err != nil {
+			return t, false, err
+		}
+	}
 	if t, ok, err := c.Lookup(d, version); ok || err != nil {
 		return t, false, err
 	}
-	key := Key(d, version)
 	var m Meta
 	dir, built, err := c.store().Ensure(ctx, key, &m, func(ctx context.Context, work string) (any, error) {
 		return c.build(ctx, b, d, bin, version, work)

@@ -165,3 +165,38 @@ func SyncFS(dir string) error {
 	}
 	return nil
 }
+
+// Adopt moves the entry of key from old, the directory an earlier version
+// of nearnative kept such entries in, into the cache, where the cache has
+// none yet: old/key, complete when it holds oldMeta (renamed to meta.json;
+// its content must be what Lookup reads). It reports whether it moved one.
+// The key's lock is held, so a build of the key waits for it.
+func (c Cache) Adopt(ctx context.Context, old, key, oldMeta string) (bool, error) {
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	from := filepath.Join(old, key)
+	if _, err := os.Stat(filepath.Join(from, oldMeta)); err != nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return false, fmt.Errorf("creating the data cache %s: %w", c.Dir, err)
+	}
+	unlock, err := state.LockFile(ctx, filepath.Join(c.Dir, key+".lock"), nil)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if _, err := os.Stat(c.Path(key)); err == nil {
+		return false, nil
+	}
+	if oldMeta != MetaFile {
+		if err := os.Rename(filepath.Join(from, oldMeta), filepath.Join(from, MetaFile)); err != nil {
+			return false, fmt.Errorf("adopting %s: %w", from, err)
+		}
+	}
+	if err := os.Rename(from, c.Path(key)); err != nil {
+		return false, fmt.Errorf("adopting %s into %s: %w", from, c.Dir, err)
+	}
+	return true, nil
+}

@@ -125,3 +125,24 @@ func TestCopyTree(t *testing.T) {
 		t.Errorf("Size = %d %d %v, want 7 3", n, files, err)
 	}
 }
+
+func TestAdopt(t *testing.T) {
+	root := t.TempDir()
+	old := filepath.Join(root, "old")
+	os.MkdirAll(filepath.Join(old, "k"), 0o755)
+	os.WriteFile(filepath.Join(old, "k", "template.json"), []byte(`{"N": 3}`), 0o644)
+	c := Cache{Dir: filepath.Join(root, "cache", "x")}
+	if ok, err := c.Adopt(context.Background(), old, "missing", "template.json"); ok || err != nil {
+		t.Errorf("Adopt of a missing entry: %v %v", ok, err)
+	}
+	if ok, err := c.Adopt(context.Background(), old, "k", "template.json"); !ok || err != nil {
+		t.Fatalf("Adopt: %v %v", ok, err)
+	}
+	var m meta
+	if ok, err := c.Lookup("k", &m); !ok || err != nil || m.N != 3 {
+		t.Errorf("Lookup after Adopt: %v %v %+v", ok, err, m)
+	}
+	if _, err := os.Stat(filepath.Join(old, "k")); err == nil {
+		t.Error("the old entry is still there")
+	}
+}
