@@ -1,9 +1,7 @@
 package auction
 
 import (
-	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -234,23 +232,6 @@ func TestCopyTo(t *testing.T) {
 	}
 	if err := tpl.CopyTo(dst, uid, gid); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("copy into a non-empty dir: %v", err)
-	}
-}
-
-func TestWaitReady(t *testing.T) {
-	n := 0
-	err := WaitReady(context.Background(), "srv", 5*time.Second, func(context.Context) error {
-		if n++; n < 3 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	if err != nil || n != 3 {
-		t.Errorf("WaitReady: %v after %d probes", err, n)
-	}
-	err = WaitReady(context.Background(), "app9", 300*time.Millisecond, func(context.Context) error { return errors.New("refused") })
-	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "app9") || !strings.Contains(err.Error(), "refused") {
-		t.Errorf("timeout error %v", err)
 	}
 }
 

@@ -3,7 +3,6 @@ package auction
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,12 +10,13 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Each probe below makes one attempt; WaitReady repeats one until it passes.
+// Each probe below makes one attempt; internal/ready's loop (through
+// platform.WaitReady or a deployment's readiness wait) repeats one until it
+// passes.
 
 // PostgresReady connects to the auction database at addr as the application
 // does and reads the live auctions' count: the template is there and
@@ -134,31 +134,4 @@ func WebReady(ctx context.Context, addr string) error {
 		return fmt.Errorf("nginx %s: %w", addr, err)
 	}
 	return nil
-}
-
-// ErrNotReady is matched by WaitReady's error when the timeout passed.
-var ErrNotReady = errors.New("not ready")
-
-// WaitReady repeats probe until it passes, ctx ends or timeout passes; the
-// error names the server (callers add the tail of its log).
-func WaitReady(ctx context.Context, server string, timeout time.Duration, probe func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		last = probe(pctx)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if context.Cause(ctx) == context.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s %w within %v: %w", server, ErrNotReady, timeout, last)
-			}
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

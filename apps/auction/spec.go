@@ -8,9 +8,7 @@ import (
 	"math"
 	"net"
 	"path"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -45,142 +43,42 @@ func checkAddr(what, a string) error {
 
 // ---- PostgreSQL ----
 
-// PostgresSettings configure the database server.
-type PostgresSettings struct {
-	// DataDir is the data directory as the server sees it. It must hold a
-	// copy of the data template (Template.CopyTo) owned by User.
-	DataDir string
-	// Volumes are mounted into the server's file system; a deployment uses
-	// them to bring DataDir into a container (natively none are needed).
-	Volumes []platform.Volume
-	// BinDir holds the postgres binary; default PostgresBinDir().
-	BinDir string
-	// MaxConnections (default 200) must cover every application server's
-	// pool plus a few.
-	MaxConnections int
-	// SharedBuffers in PostgreSQL units (default 256MB).
-	SharedBuffers string
-	// User runs the server (default postgres; PostgreSQL refuses root).
-	User string
-	// Params are further server parameters (-c name=value).
-	Params map[string]string
+// PostgresMaxConnections is the server's connection limit when a caller
+// gives none: every application server's pool plus a few.
+const PostgresMaxConnections = 200
+
+// postgresSharedBuffers is the auction server's shared_buffers.
+const postgresSharedBuffers = 256 << 20
+
+// PostgresConfig is the database server (internal/pgserver) on dataDir, a
+// copy of the data template (Template.CopyTo) owned by the postgres user
+// and mounted at the same path wherever the server runs: PostgreSQL's
+// defaults but for maxConnections (PostgresMaxConnections when 0) and
+// shared_buffers 256 MB, with password authentication (pg_hba.conf written
+// for the platform's subnets, outside the data directory).
+func PostgresConfig(name, dataDir string, maxConnections int) pgserver.Config {
+	if maxConnections == 0 {
+		maxConnections = PostgresMaxConnections
+	}
+	return pgserver.Config{
+		Name:     name,
+		Settings: pgserver.Defaults(maxConnections, postgresSharedBuffers),
+		Data:     &platform.Volume{HostPath: dataDir, Path: dataDir, Own: true},
+		Auth:     "scram-sha-256",
+	}
 }
 
-var pgSize = regexp.MustCompile(`^[0-9]+(kB|MB|GB|TB)?$`)
-
-func (s PostgresSettings) withDefaults() (PostgresSettings, error) {
-	if s.BinDir == "" {
-		d, err := PostgresBinDir()
-		if err != nil {
-			return s, err
-		}
-		s.BinDir = d
-	}
-	if s.MaxConnections == 0 {
-		s.MaxConnections = 200
-	}
-	if s.SharedBuffers == "" {
-		s.SharedBuffers = "256MB"
-	}
-	if s.User == "" {
-		s.User = "postgres"
-	}
-	return s, nil
-}
-
-// Validate checks the settings.
-func (s PostgresSettings) Validate() error {
-	if s.DataDir == "" || !path.IsAbs(s.DataDir) {
-		return fmt.Errorf("postgres: data directory %q must be an absolute path holding a copy of the data template", s.DataDir)
-	}
-	if s.MaxConnections < 0 {
-		return fmt.Errorf("postgres: max connections %d must be positive", s.MaxConnections)
-	}
-	if s.SharedBuffers != "" && !pgSize.MatchString(s.SharedBuffers) {
-		return fmt.Errorf("postgres: shared buffers %q: want a number with kB, MB, GB or TB", s.SharedBuffers)
-	}
-	for _, v := range s.Volumes {
-		if v.HostPath == "" {
-			return fmt.Errorf("postgres: volume for %s has no host path", v.Path)
-		}
-	}
-	for k, v := range s.Params {
-		if !pgParam.MatchString(k) || strings.ContainsAny(v, "\n\x00") {
-			return fmt.Errorf("postgres: parameter %s=%q: want a lower-case name and a one-line value", k, v)
-		}
-	}
-	return nil
-}
-
-var pgParam = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
-
-// PostgresBinDir finds the bin directory of the newest PostgreSQL installed
-// under /usr/lib/postgresql (Debian's layout, also in the workload image).
-func PostgresBinDir() (string, error) {
-	ms, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
-	if len(ms) == 0 {
-		return "", errors.New("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres): run `make setup`")
-	}
-	sort.Slice(ms, func(i, j int) bool { return pgMajor(ms[i]) < pgMajor(ms[j]) })
-	return filepath.Dir(ms[len(ms)-1]), nil
-}
-
-func pgMajor(bin string) float64 {
-	v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(bin))), 64)
-	if err != nil {
-		return math.Inf(-1)
-	}
-	return v
-}
-
-// PostgresSpec is the database server: postgres on the data directory,
-// listening on TCP only, with password authentication (pg_hba.conf written
-// for the platform's subnets, kept outside the data directory).
-func PostgresSpec(name string, s PostgresSettings) (platform.Spec, error) {
-	if err := s.Validate(); err != nil {
-		return platform.Spec{}, err
-	}
-	s, err := s.withDefaults()
-	if err != nil {
-		return platform.Spec{}, err
-	}
-	return platform.Spec{
-		Name:    name,
-		Ports:   []string{PortPostgres},
-		User:    s.User,
-		Volumes: s.Volumes,
-		// Password authentication from the subnets the run's clients and
-		// peers come from on the platform, nothing else.
-		Render: func(l platform.Listen) []platform.File {
-			return []platform.File{{Path: "pg_hba.conf", Content: pgserver.HBA(l, "scram-sha-256")}}
-		},
-		Command: func(l platform.Listen) []string {
-			set := func(k, v string) []string { return []string{"-c", k + "=" + v} }
-			argv := []string{path.Join(s.BinDir, "postgres"), "-D", s.DataDir}
-			for _, kv := range [][2]string{
-				{"listen_addresses", l.Host},
-				{"port", strconv.Itoa(l.Port(PortPostgres))},
-				{"unix_socket_directories", ""},
-				{"hba_file", path.Join(l.Dir, "pg_hba.conf")},
-				{"max_connections", strconv.Itoa(s.MaxConnections)},
-				{"shared_buffers", s.SharedBuffers},
-				{"logging_collector", "off"},
-				{"log_destination", "stderr"},
-				{"log_min_messages", "warning"},
-			} {
-				argv = append(argv, set(kv[0], kv[1])...)
-			}
-			keys := make([]string, 0, len(s.Params))
-			for k := range s.Params {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				argv = append(argv, set(k, s.Params[k])...)
-			}
-			return argv
-		},
-	}, nil
+// loadSettings are the template's loading server's: not durable (a crash
+// means making the template again), no autovacuum, more memory for the
+// index builds, checkpoints far apart; the rest PostgreSQL's defaults.
+func loadSettings() pgserver.Settings {
+	s := pgserver.Defaults(20, postgresSharedBuffers)
+	s.Purpose = "auction template build"
+	s.Durable, s.Autovacuum = false, false
+	s.MaintenanceWorkMem = 256 << 20
+	s.MaxWALSize = 4 << 30
+	s.CheckpointTimeout = time.Hour
+	return s
 }
 
 // ---- RabbitMQ ----

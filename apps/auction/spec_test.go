@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
@@ -48,11 +49,6 @@ func TestSettingsValidate(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"postgres without data dir", PostgresSettings{}.Validate(), "data directory"},
-		{"postgres relative data dir", PostgresSettings{DataDir: "data"}.Validate(), "absolute path"},
-		{"postgres bad shared buffers", PostgresSettings{DataDir: "/d", SharedBuffers: "lots"}.Validate(), "shared buffers"},
-		{"postgres bad parameter", PostgresSettings{DataDir: "/d", Params: map[string]string{"Bad Name": "1"}}.Validate(), "parameter"},
-		{"postgres volume without host path", PostgresSettings{DataDir: "/d", Volumes: []platform.Volume{{Path: "/d"}}}.Validate(), "host path"},
 		{"broker bad node name", BrokerSettings{NodeName: "rabbit"}.Validate(), "name@host"},
 		{"broker cookie with space", BrokerSettings{Cookie: "a b"}.Validate(), "cookie"},
 		{"app without database", AppServerSettings{Broker: "b:1", WAR: war}.Validate(), "database address"},
@@ -72,7 +68,6 @@ func TestSettingsValidate(t *testing.T) {
 		})
 	}
 	good := []error{
-		PostgresSettings{DataDir: "/var/lib/pg", SharedBuffers: "1GB", Params: map[string]string{"work_mem": "8MB"}}.Validate(),
 		BrokerSettings{NodeName: "nn-broker@localhost"}.Validate(),
 		AppServerSettings{DB: "10.0.0.2:5432", Broker: "[::1]:5672", WAR: war, Heap: "2g", ItemIdle: time.Second}.Validate(),
 		WebSettings{AppServers: []string{"127.0.0.1:8080", "app2:8080"}, ImageCache: "1g"}.Validate(),
@@ -84,8 +79,13 @@ func TestSettingsValidate(t *testing.T) {
 	}
 }
 
+// TestPostgresSpec: the auction's server is internal/pgserver's with
+// PostgreSQL's defaults but max_connections and shared_buffers, and
+// password authentication.
 func TestPostgresSpec(t *testing.T) {
-	spec, err := PostgresSpec("pg", PostgresSettings{DataDir: "/data/pg", BinDir: "/usr/lib/postgresql/15/bin", Params: map[string]string{"fsync": "off"}})
+	c := PostgresConfig("pg", "/data/pg", 0)
+	c.BinDir = "/usr/lib/postgresql/15/bin"
+	spec, err := pgserver.Spec(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +93,17 @@ func TestPostgresSpec(t *testing.T) {
 		t.Errorf("user %q ports %v", spec.User, spec.Ports)
 	}
 	argv := strings.Join(spec.Command(listen(spec, "0.0.0.0", "/nearnative")), " ")
-	for _, want := range []string{"/usr/lib/postgresql/15/bin/postgres -D /data/pg", "listen_addresses=0.0.0.0", "port=40000",
-		"unix_socket_directories= ", "hba_file=/nearnative/pg_hba.conf", "max_connections=200", "fsync=off"} {
+	for _, want := range []string{"/usr/lib/postgresql/15/bin", "/data/pg", "0.0.0.0", "40000"} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("command %q lacks %q", argv, want)
+		}
+	}
+	conf := string(file(t, spec, "postgresql.conf").Content)
+	for _, want := range []string{"max_connections = 200\n", "shared_buffers = 262144kB\n", "work_mem = 4096kB\n",
+		"maintenance_work_mem = 65536kB\n", "max_wal_size = 1048576kB\n", "checkpoint_timeout = 300s\n", "fsync = on\n",
+		"autovacuum = on\n", "max_parallel_workers_per_gather = 2\n", "unix_socket_directories = ''\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("postgresql.conf lacks %q:\n%s", want, conf)
 		}
 	}
 	if hba := string(file(t, spec, "pg_hba.conf").Content); !strings.Contains(hba, "host all all 10.214.3.0/30 scram-sha-256") ||

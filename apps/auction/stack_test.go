@@ -9,6 +9,7 @@ import (
 
 	"github.com/nearnative/nearnative/apps/auction"
 	"github.com/nearnative/nearnative/apps/auction/auctiontest"
+	"github.com/nearnative/nearnative/internal/platform"
 )
 
 // TestBrokerUnreachable starts the auction with a broker address nothing
@@ -27,7 +28,7 @@ func TestBrokerUnreachable(t *testing.T) {
 	// Wait until the server has tried the broker (Tomcat takes a while on a
 	// loaded machine); then it must say what is missing.
 	var health error
-	err = auction.WaitReady(ctx, "app1", 150*time.Second, func(ctx context.Context) error {
+	err = platform.WaitReady(ctx, 150*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
 		health = auction.AppReady(ctx, s.Apps[0])
 		if health != nil && !strings.Contains(health.Error(), "unreachable") {
 			return health

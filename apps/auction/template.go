@@ -5,14 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,8 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"golang.org/x/sys/unix"
 
+	"github.com/nearnative/nearnative/internal/datacache"
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -34,8 +32,8 @@ const LoaderVersion = 2
 
 // TemplateOptions say which data template to make and how.
 type TemplateOptions struct {
-	// State is nearnative's state directory; templates are kept under
-	// apps/auction/templates in it.
+	// State is nearnative's state directory; templates are kept in its
+	// data cache (cache/auction).
 	State state.Dir
 	Size  Size
 	Seed  uint64
@@ -75,7 +73,7 @@ func (o TemplateOptions) logf(format string, args ...any) {
 // Template is a PostgreSQL data directory holding the loaded data of one
 // size and seed, shut down cleanly, ready to be copied for a trial.
 type Template struct {
-	// Dir holds pgdata/ (the data directory) and template.json (Info).
+	// Dir holds pgdata/ (the data directory) and meta.json (Info).
 	Dir  string
 	Info TemplateInfo
 }
@@ -97,15 +95,6 @@ type TemplateInfo struct {
 	Created time.Time     `json:"created"`
 }
 
-// PostgresVersion is `postgres --version` of the server in binDir.
-func PostgresVersion(ctx context.Context, binDir string) (string, error) {
-	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "postgres"), "--version").Output()
-	if err != nil {
-		return "", fmt.Errorf("postgres --version: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
 // TemplateKey identifies a template: the size, seed, schema, loader and
 // generator version, image sizes and the server's version.
 func TemplateKey(size Size, seed uint64, serverVersion string) string {
@@ -117,77 +106,40 @@ func TemplateKey(size Size, seed uint64, serverVersion string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func templatesDir(d state.Dir) string { return filepath.Join(appDir(d), "templates") }
-
 // EnsureTemplate returns the template of the options' size and seed,
-// making it first when it is not in the cache: initdb, a PostgreSQL started
-// on o.Platform, the generated rows streamed in with COPY FREEZE, then keys
-// and indexes, ANALYZE and a clean shutdown. Concurrent callers
-// wait for one another; a half-made template never becomes visible.
+// making it first when it is not in the cache (datacache "auction"):
+// initdb, a PostgreSQL started on o.Platform, the generated rows streamed
+// in with COPY FREEZE, then keys and indexes, ANALYZE and a clean
+// shutdown. Concurrent callers wait for one another; a half-made template
+// never becomes visible.
 func EnsureTemplate(ctx context.Context, o TemplateOptions) (*Template, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	bin, err := PostgresBinDir()
+	bin, err := pgserver.BinDir()
 	if err != nil {
 		return nil, err
 	}
-	version, err := PostgresVersion(ctx, bin)
+	version, err := pgserver.Version(bin)
 	if err != nil {
 		return nil, err
 	}
 	key := TemplateKey(o.Size, o.Seed, version)
-	dir := filepath.Join(templatesDir(o.State), fmt.Sprintf("%s-seed%d-%s", o.Size.Name(), o.Seed, key))
-	if t, err := openTemplate(dir); err == nil {
-		return t, nil
-	}
-	if err := os.MkdirAll(templatesDir(o.State), 0o755); err != nil {
-		return nil, fmt.Errorf("auction template: %w", err)
-	}
-	unlock, err := state.LockFile(ctx, dir+".lock", nil)
-	if err != nil {
+	name := fmt.Sprintf("%s-seed%d-%s", o.Size.Name(), o.Seed, key)
+	cache := datacache.New(o.State, "auction")
+	// Templates made before the one cache root lived in apps/auction/templates.
+	if _, err := cache.Adopt(ctx, filepath.Join(appDir(o.State), "templates"), name, "template.json"); err != nil {
 		return nil, err
 	}
-	defer unlock()
-	if t, err := openTemplate(dir); err == nil {
-		return t, nil
-	}
-	// Half-made templates of this key are a crashed build's: we hold the lock.
-	if old, _ := filepath.Glob(dir + ".tmp-*"); len(old) > 0 {
-		for _, d := range old {
-			os.RemoveAll(d)
-		}
-		o.logf("auction data %s: removed %d half-made template(s) of a crashed build", o.Size.Name(), len(old))
-	}
-	tmp, err := os.MkdirTemp(templatesDir(o.State), filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return nil, fmt.Errorf("auction template: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	info, err := build(ctx, o, bin, tmp)
+	t := &Template{}
+	t.Dir, _, err = cache.Ensure(ctx, name, &t.Info,
+		func(ctx context.Context, dir string) (any, error) {
+			info, err := build(ctx, o, bin, dir)
+			info.Key, info.ServerVersion = key, version
+			return info, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("making the auction data template %s: %w", o.Size.Name(), err)
-	}
-	info.Key, info.ServerVersion = key, version
-	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := os.WriteFile(filepath.Join(tmp, "template.json"), b, 0o644); err != nil {
-		return nil, fmt.Errorf("auction template: %w", err)
-	}
-	unix.Sync()
-	if err := os.Rename(tmp, dir); err != nil {
-		return nil, fmt.Errorf("auction template: %w", err)
-	}
-	return openTemplate(dir)
-}
-
-func openTemplate(dir string) (*Template, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "template.json"))
-	if err != nil {
-		return nil, err
-	}
-	t := &Template{Dir: dir}
-	if err := json.Unmarshal(b, &t.Info); err != nil {
-		return nil, fmt.Errorf("auction template %s: %w", dir, err)
 	}
 	return t, nil
 }
@@ -205,7 +157,7 @@ func build(ctx context.Context, o TemplateOptions, bin, tmp string) (TemplateInf
 		o.Size.Name(), o.Size.Users(), o.Size.ActiveAuctions(), o.Size.HistoryItems(), data.Bids(), data.Images(), info.Prepare.Round(time.Millisecond))
 
 	start = time.Now()
-	uid, gid, err := SystemUser("postgres")
+	uid, gid, err := datacache.UserIDs(pgserver.SystemUser)
 	if err != nil {
 		return info, err
 	}
@@ -230,13 +182,8 @@ func build(ctx context.Context, o TemplateOptions, bin, tmp string) (TemplateInf
 	}
 	os.Remove(pwfile)
 
-	spec, err := PostgresSpec("auction-load", PostgresSettings{
-		DataDir: pgdata, BinDir: bin, MaxConnections: 20, SharedBuffers: "256MB",
-		// Loading only: a crash means making the template again.
-		Params: map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
-			"wal_level": "minimal", "max_wal_senders": "0", "max_wal_size": "4GB", "maintenance_work_mem": "256MB",
-			"checkpoint_timeout": "1h", "autovacuum": "off"},
-	})
+	spec, err := pgserver.Spec(pgserver.Config{Name: "auction-load", Settings: loadSettings(), BinDir: bin, Auth: "scram-sha-256",
+		Data: &platform.Volume{HostPath: pgdata, Path: pgdata}})
 	if err != nil {
 		return info, err
 	}
@@ -250,16 +197,16 @@ func build(ctx context.Context, o TemplateOptions, bin, tmp string) (TemplateInf
 			srv.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	addr := srv.Addr(PortPostgres)
+	addr := srv.Addr(pgserver.Port)
 	superDSN := DSN(addr, DBSuperuser, DBSuperPass, "postgres")
-	if err := WaitReady(ctx, "the loading PostgreSQL", 60*time.Second, func(ctx context.Context) error {
+	if err := platform.WaitReady(ctx, 60*time.Second, 200*time.Millisecond, func(ctx context.Context) error {
 		c, err := pgx.Connect(ctx, superDSN)
 		if err == nil {
 			c.Close(ctx)
 		}
 		return err
 	}); err != nil {
-		return info, err
+		return info, fmt.Errorf("the loading PostgreSQL: %w", err)
 	}
 	if err := load(ctx, o, addr, data, &info); err != nil {
 		return info, err
@@ -269,11 +216,11 @@ func build(ctx context.Context, o TemplateOptions, bin, tmp string) (TemplateInf
 		return info, fmt.Errorf("stopping the loading PostgreSQL: %w", err)
 	}
 	stopped = true
-	if err := checkShutDown(ctx, bin, pgdata); err != nil {
+	if err := pgserver.CheckShutDown(ctx, bin, pgdata); err != nil {
 		return info, err
 	}
 	info.Load = time.Since(start)
-	info.Bytes, _ = dirSize(pgdata)
+	info.Bytes, _, _ = datacache.Size(pgdata)
 	o.logf("auction data %s: loaded in %v (%.0f MB)", o.Size.Name(), info.Load.Round(time.Millisecond), float64(info.Bytes)/(1<<20))
 	return info, nil
 }
@@ -435,132 +382,15 @@ func appendCSV(b []byte, v any) ([]byte, error) {
 	return nil, fmt.Errorf("value %v of type %T not supported", v, v)
 }
 
-// checkShutDown fails unless pg_controldata says the cluster was shut down
-// cleanly.
-func checkShutDown(ctx context.Context, bin, pgdata string) error {
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pg_controldata"), pgdata).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pg_controldata: %w\n%s", err, lastLines(string(out), 5))
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Database cluster state" {
-			if s := strings.TrimSpace(v); s != "shut down" {
-				return fmt.Errorf("the loading PostgreSQL did not shut down cleanly (cluster state %q)", s)
-			}
-			return nil
-		}
-	}
-	return errors.New("pg_controldata: no cluster state in its output")
-}
-
-// SystemUser returns the uid and gid of a system user of this machine
-// (postgres, rabbitmq, tomcat, www-data).
-func SystemUser(name string) (uid, gid int, err error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, 0, fmt.Errorf("user %s: %w (is PostgreSQL installed? `make setup`)", name, err)
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
-}
-
-func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.Type().IsRegular() {
-			i, err := e.Info()
-			if err != nil {
-				return err
-			}
-			n += i.Size()
-		}
-		return nil
-	})
-	return n, err
-}
-
 // CopyTo copies the template's data directory into dst (created if
 // missing, else it must be empty) and gives every file to uid:gid, the
 // user the server will run as where it runs (inside a container image the
 // system users' ids may differ from the host's). dst itself gets mode
 // 0700, as PostgreSQL demands.
 func (t *Template) CopyTo(dst string, uid, gid int) error {
-	src := filepath.Join(t.Dir, "pgdata")
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return fmt.Errorf("copying the data template: %w", err)
-	}
-	if es, err := os.ReadDir(dst); err != nil {
-		return fmt.Errorf("copying the data template: %w", err)
-	} else if len(es) > 0 {
-		return fmt.Errorf("copying the data template: %s is not empty", dst)
-	}
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case e.IsDir():
-			if rel != "." {
-				if err := os.Mkdir(to, info.Mode().Perm()); err != nil {
-					return err
-				}
-			}
-			return os.Chown(to, uid, gid)
-		case info.Mode().IsRegular():
-			return copyFile(p, to, info.Mode().Perm(), uid, gid)
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, to); err != nil {
-				return err
-			}
-			return os.Lchown(to, uid, gid)
-		default:
-			return fmt.Errorf("%s: unexpected file type %v", p, info.Mode().Type())
-		}
-	})
+	_, err := datacache.CopyTree(filepath.Join(t.Dir, "pgdata"), dst, datacache.CopyOptions{UID: uid, GID: gid, RootMode: 0o700})
 	if err != nil {
-		return fmt.Errorf("copying the data template to %s: %w", dst, err)
-	}
-	if err := os.Chmod(dst, 0o700); err != nil {
 		return fmt.Errorf("copying the data template: %w", err)
-	}
-	return nil
-}
-
-// copyFile copies a regular file (the kernel's copy_file_range where it
-// can) with mode perm, owned by uid:gid unless they are negative.
-func copyFile(src, dst string, perm os.FileMode, uid, gid int) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if uid >= 0 {
-		return os.Chown(dst, uid, gid)
 	}
 	return nil
 }

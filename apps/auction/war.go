@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -115,7 +116,8 @@ func BuildWAR(ctx context.Context, d state.Dir, log io.Writer) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building the auction application (mvn package in %s): %w\n%s", src, err, lastLines(tail.String(), 20))
 	}
-	if err := copyFile(filepath.Join(src, "target", "auction.war"), out+".tmp", 0o644, -1, -1); err != nil {
+	os.Remove(out + ".tmp")
+	if _, err := datacache.CopyFile(filepath.Join(src, "target", "auction.war"), out+".tmp", 0o644); err != nil {
 		return "", err
 	}
 	if err := os.Rename(out+".tmp", out); err != nil {

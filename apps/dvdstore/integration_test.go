@@ -154,7 +154,7 @@ func TestTemplateData(t *testing.T) {
 	if err != nil || built || tm.Meta.Key != dvdstoretest.Template(t, p2).Meta.Key || tm.Meta.Counts != want {
 		t.Errorf("second Ensure: built %v, %+v, %v", built, tm.Meta, err)
 	}
-	if err := dvdstore.ShutDownCleanly(mustBin(t), tm.Dir); err != nil {
+	if err := pgserver.CheckShutDown(context.Background(), mustBin(t), tm.Dir); err != nil {
 		t.Error(err)
 	}
 }

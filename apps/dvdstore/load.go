@@ -53,22 +53,9 @@ func Load(ctx context.Context, addr string, d Dataset, parallel int, log io.Writ
 		return rep, err
 	}
 	start := time.Now()
-	admin, err := pgx.Connect(ctx, pgserver.DSN(addr, "postgres"))
+	conn, err := createDB(ctx, addr)
 	if err != nil {
-		return rep, fmt.Errorf("connecting to PostgreSQL at %s: %w", addr, err)
-	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	for _, sql := range []string{
-		"DROP DATABASE IF EXISTS " + DBName,
-		"CREATE DATABASE " + DBName + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'",
-	} {
-		if _, err := admin.Exec(ctx, sql); err != nil {
-			return rep, fmt.Errorf("%s: %w", sql, err)
-		}
-	}
-	conn, err := pgx.Connect(ctx, pgserver.DSN(addr, DBName))
-	if err != nil {
-		return rep, fmt.Errorf("connecting to database %s: %w", DBName, err)
+		return rep, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, f := range []string{"schema.sql", "functions.sql"} {
@@ -76,26 +63,8 @@ func Load(ctx context.Context, addr string, d Dataset, parallel int, log io.Writ
 			return rep, fmt.Errorf("running %s: %w", f, err)
 		}
 	}
-
-	// COPY, largest table first so that the connections finish together.
-	tables := g.Tables()
-	sort.SliceStable(tables, func(i, j int) bool { return tables[i].Rows > tables[j].Rows })
-	var mu sync.Mutex
-	var jobs []job
-	for _, t := range tables {
-		jobs = append(jobs, job{name: "COPY " + t.Name, run: func(ctx context.Context, c *pgx.Conn) error {
-			n, err := copyTable(ctx, c, t)
-			mu.Lock()
-			rep.Rows[t.Name] = int(n)
-			mu.Unlock()
-			if err == nil && int(n) != t.Rows {
-				err = fmt.Errorf("COPY %s: %d rows loaded, %d generated", t.Name, n, t.Rows)
-			}
-			return err
-		}})
-	}
 	t0 := time.Now()
-	if err := runParallel(ctx, addr, rep.Parallel, jobs); err != nil {
+	if err := runParallel(ctx, addr, rep.Parallel, copyJobs(g, &rep)); err != nil {
 		return rep, err
 	}
 	rep.Copy = time.Since(t0)
@@ -113,15 +82,8 @@ func Load(ctx context.Context, addr string, d Dataset, parallel int, log io.Writ
 	rep.Constraints = time.Since(t0)
 
 	t0 = time.Now()
-	finish := []string{sqlFile("trigger.sql")}
-	for _, s := range [][2]string{{"categories", "category"}, {"products", "prod_id"}, {"customers", "customerid"}, {"orders", "orderid"}} {
-		finish = append(finish, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', '%s'), (SELECT max(%s) FROM %s))", s[0], s[1], s[1], s[0]))
-	}
-	finish = append(finish, "VACUUM (FREEZE, ANALYZE)", "CHECKPOINT")
-	for _, sql := range finish {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return rep, fmt.Errorf("%s: %w", firstLine(sql), err)
-		}
+	if err := finishLoad(ctx, conn); err != nil {
+		return rep, err
 	}
 	rep.Finish = time.Since(t0)
 	if err := conn.QueryRow(ctx, "SELECT pg_database_size($1)", DBName).Scan(&rep.Bytes); err != nil {
@@ -130,6 +92,66 @@ func Load(ctx context.Context, addr string, d Dataset, parallel int, log io.Writ
 	rep.Total = time.Since(start)
 	logf(log, "dvdstore %s: %s", d, rep)
 	return rep, nil
+}
+
+// createDB drops and creates database DBName at addr and connects to it.
+func createDB(ctx context.Context, addr string) (*pgx.Conn, error) {
+	admin, err := pgx.Connect(ctx, pgserver.DSN(addr, "postgres"))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", addr, err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	for _, sql := range []string{
+		"DROP DATABASE IF EXISTS " + DBName,
+		"CREATE DATABASE " + DBName + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'",
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			return nil, fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, pgserver.DSN(addr, DBName))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to database %s: %w", DBName, err)
+	}
+	return conn, nil
+}
+
+// copyJobs are the COPY of every generated table, largest first so that
+// the connections finish together; each records its rows in rep.
+func copyJobs(g *Generator, rep *LoadReport) []job {
+	tables := g.Tables()
+	sort.SliceStable(tables, func(i, j int) bool { return tables[i].Rows > tables[j].Rows })
+	var mu sync.Mutex
+	var jobs []job
+	for _, t := range tables {
+		jobs = append(jobs, job{name: "COPY " + t.Name, run: func(ctx context.Context, c *pgx.Conn) error {
+			n, err := copyTable(ctx, c, t)
+			mu.Lock()
+			rep.Rows[t.Name] = int(n)
+			mu.Unlock()
+			if err == nil && int(n) != t.Rows {
+				err = fmt.Errorf("COPY %s: %d rows loaded, %d generated", t.Name, n, t.Rows)
+			}
+			return err
+		}})
+	}
+	return jobs
+}
+
+// finishLoad adds the RESTOCK trigger, moves the sequences past the loaded
+// ids, freezes and analyzes, and checkpoints.
+func finishLoad(ctx context.Context, conn *pgx.Conn) error {
+	finish := []string{sqlFile("trigger.sql")}
+	for _, s := range [][2]string{{"categories", "category"}, {"products", "prod_id"}, {"customers", "customerid"}, {"orders", "orderid"}} {
+		finish = append(finish, fmt.Sprintf("SELECT setval(pg_get_serial_sequence('%s', '%s'), (SELECT max(%s) FROM %s))", s[0], s[1], s[1], s[0]))
+	}
+	finish = append(finish, "VACUUM (FREEZE, ANALYZE)", "CHECKPOINT")
+	for _, sql := range finish {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(sql), err)
+		}
+	}
+	return nil
 }
 
 // copyTable truncates t and streams it in with COPY FREEZE in one

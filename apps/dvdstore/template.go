@@ -4,14 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -20,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/native"
@@ -38,13 +34,20 @@ import (
 // Cache is the directory of loaded templates, one per key. Templates are
 // kept across runs (like the image caches); `rm -r` of a template directory
 // is always safe between runs.
-type Cache struct{ Dir string }
+type Cache struct {
+	Dir string
+	// Legacy is where an earlier version kept the templates
+	// (apps/dvdstore/templates); a template found there is moved into Dir.
+	Legacy string
+}
 
 // DefaultCache is the cache under nearnative's state directory,
-// apps/dvdstore/templates.
+// cache/dvdstore (internal/datacache, whose rules it follows).
 func DefaultCache(home state.Dir) Cache {
-	return Cache{Dir: filepath.Join(home.Root, "apps", "dvdstore", "templates")}
+	return Cache{Dir: datacache.New(home, "dvdstore").Dir, Legacy: filepath.Join(home.Root, "apps", "dvdstore", "templates")}
 }
+
+func (c Cache) store() datacache.Cache { return datacache.Cache{Dir: c.Dir} }
 
 // Meta describes a template; it is stored next to its data directory.
 type Meta struct {
@@ -87,21 +90,14 @@ func Key(d Dataset, serverVersion string) string {
 // Lookup returns the template of d for the server version, if it has been
 // built.
 func (c Cache) Lookup(d Dataset, serverVersion string) (Template, bool, error) {
-	dir := filepath.Join(c.Dir, Key(d, serverVersion))
-	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return Template{}, false, nil
-	}
-	if err != nil {
-		return Template{}, false, fmt.Errorf("reading template metadata: %w", err)
-	}
+	key := Key(d, serverVersion)
 	var m Meta
-	if err := json.Unmarshal(b, &m); err != nil {
-		return Template{}, false, fmt.Errorf("template metadata %s: %w (remove %s to rebuild it)", filepath.Join(dir, "meta.json"), err, dir)
+	if ok, err := c.store().Lookup(key, &m); !ok || err != nil {
+		return Template{}, false, err
 	}
-	t := Template{Dir: filepath.Join(dir, "data"), Meta: m}
+	t := Template{Dir: filepath.Join(c.store().Path(key), "data"), Meta: m}
 	if _, err := os.Stat(filepath.Join(t.Dir, "PG_VERSION")); err != nil {
-		return Template{}, false, fmt.Errorf("template %s has metadata but no data directory: remove %s to rebuild it", m.Key, dir)
+		return Template{}, false, fmt.Errorf("template %s has metadata but no data directory: remove %s to rebuild it", m.Key, c.store().Path(key))
 	}
 	return t, true, nil
 }
@@ -149,75 +145,79 @@ func (c Cache) Ensure(ctx context.Context, b Builder, d Dataset) (t Template, bu
 	if err != nil {
 		return t, false, err
 	}
+	key := Key(d, version)
+	if c.Legacy != "" {
+		if _, err := c.store().Adopt(ctx, c.Legacy, key, datacache.MetaFile); err != nil {
+			return t, false, err
+		}
+	}
 	if t, ok, err := c.Lookup(d, version); ok || err != nil {
 		return t, false, err
 	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return t, false, fmt.Errorf("creating the template cache: %w", err)
-	}
-	key := Key(d, version)
-	unlock, err := state.LockFile(ctx, filepath.Join(c.Dir, key+".lock"), nil)
+	var m Meta
+	dir, built, err := c.store().Ensure(ctx, key, &m, func(ctx context.Context, work string) (any, error) {
+		return c.build(ctx, b, d, bin, version, work)
+	})
 	if err != nil {
 		return t, false, err
 	}
-	defer unlock()
-	if t, ok, err := c.Lookup(d, version); ok || err != nil {
-		return t, false, err
-	}
-	t, err = c.build(ctx, b, d, bin, version)
-	return t, err == nil, err
+	return Template{Dir: filepath.Join(dir, "data"), Meta: m}, built, nil
 }
 
-// build loads d into a new cluster under the cache and moves it into place.
-func (c Cache) build(ctx context.Context, b Builder, d Dataset, bin, version string) (Template, error) {
+// build loads d into a new cluster in work/data (work becomes the entry).
+func (c Cache) build(ctx context.Context, b Builder, d Dataset, bin, version, work string) (Meta, error) {
 	log := b.Log
 	start := time.Now()
 	key := Key(d, version)
-	final := filepath.Join(c.Dir, key)
-	work := final + ".build"
-	// A build dir left by a crashed build (its lock is ours now) goes.
-	if err := os.RemoveAll(work); err != nil {
-		return Template{}, fmt.Errorf("removing an unfinished template build: %w", err)
-	}
 	if err := CheckSpace(c.Dir, EstimateBytes(d)*3/2, "the DVD Store template "+d.String()); err != nil {
-		return Template{}, err
+		return Meta{}, err
 	}
 	uid, gid, err := SystemUser()
 	if err != nil {
-		return Template{}, err
+		return Meta{}, err
 	}
 	data := filepath.Join(work, "data")
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		return Template{}, fmt.Errorf("creating the template build dir: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(work)
-		}
-	}()
-	if err := os.Chmod(work, 0o755); err != nil {
-		return Template{}, err
+	if err := os.Mkdir(data, 0o700); err != nil {
+		return Meta{}, fmt.Errorf("creating the template build dir: %w", err)
 	}
 	if err := os.Chown(data, uid, gid); err != nil {
-		return Template{}, fmt.Errorf("giving the template build dir to postgres: %w", err)
+		return Meta{}, fmt.Errorf("giving the template build dir to postgres: %w", err)
 	}
 	if err := Reachable(data); err != nil {
-		return Template{}, err
+		return Meta{}, err
 	}
+	logf(log, "dvdstore: building the template %s (key %s) in %s", d, key, work)
+	rep, err := b.load(ctx, d, bin, data)
+	if err != nil {
+		return Meta{}, err
+	}
+	bytes, files, err := datacache.Size(data)
+	if err != nil {
+		return Meta{}, err
+	}
+	m := Meta{Key: key, Dataset: d.String(), Size: d.Size.Name, Scale: d.Scale, Seed: d.Seed, Counts: d.Counts(),
+		ServerVersion: version, SchemaHash: SchemaHash(), Load: rep, Build: time.Since(start),
+		DataDirBytes: bytes, Files: files, BuiltAt: time.Now().UTC()}
+	logf(log, "dvdstore: template %s built in %v: %s; data directory %.1f MB in %d files", d, m.Build.Round(time.Millisecond), rep, float64(bytes)/(1<<20), files)
+	return m, nil
+}
+
+// load runs the build's PostgreSQL on data (natively, as the postgres
+// user, with BuildSettings), loads d into it, shuts it down and checks that
+// it stopped cleanly.
+func (b Builder) load(ctx context.Context, d Dataset, bin, data string) (LoadReport, error) {
 	mem, err := sysinfo.MemoryBytes()
 	if err != nil {
-		return Template{}, err
+		return LoadReport{}, err
 	}
 	spec, err := pgserver.Spec(pgserver.Config{Name: BuildServerName, Settings: pgserver.BuildSettings(mem), BinDir: bin,
 		Data: &platform.Volume{HostPath: data, Path: DataPath}})
 	if err != nil {
-		return Template{}, err
+		return LoadReport{}, err
 	}
-	logf(log, "dvdstore: building the template %s (key %s) in %s", d, key, work)
 	srv, err := b.Platform.Start(ctx, "template", spec)
 	if err != nil {
-		return Template{}, fmt.Errorf("starting PostgreSQL for the template build: %w", err)
+		return LoadReport{}, fmt.Errorf("starting PostgreSQL for the template build: %w", err)
 	}
 	stopped := false
 	defer func() {
@@ -230,41 +230,20 @@ func (c Cache) build(ctx context.Context, b Builder, d Dataset, bin, version str
 	err = pgserver.Ready(rctx, spec.Name, addr, "postgres")
 	cancel()
 	if err != nil {
-		return Template{}, fmt.Errorf("template build: %w%s", err, b.logTail())
+		return LoadReport{}, fmt.Errorf("template build: %w%s", err, b.logTail())
 	}
-	rep, err := Load(ctx, addr, d, runtime.NumCPU(), log)
+	rep, err := Load(ctx, addr, d, runtime.NumCPU(), b.Log)
 	if err != nil {
-		return Template{}, fmt.Errorf("loading the DVD Store template %s: %w%s", d, err, b.logTail())
+		return rep, fmt.Errorf("loading the DVD Store template %s: %w%s", d, err, b.logTail())
 	}
 	stopped = true
 	if err := srv.Stop(context.WithoutCancel(ctx)); err != nil {
-		return Template{}, fmt.Errorf("stopping the template build's PostgreSQL: %w", err)
+		return rep, fmt.Errorf("stopping the template build's PostgreSQL: %w", err)
 	}
-	if err := ShutDownCleanly(bin, data); err != nil {
-		return Template{}, fmt.Errorf("%w%s", err, b.logTail())
+	if err := pgserver.CheckShutDown(ctx, bin, data); err != nil {
+		return rep, fmt.Errorf("%w%s", err, b.logTail())
 	}
-	bytes, files, err := dirSize(data)
-	if err != nil {
-		return Template{}, err
-	}
-	m := Meta{Key: key, Dataset: d.String(), Size: d.Size.Name, Scale: d.Scale, Seed: d.Seed, Counts: d.Counts(),
-		ServerVersion: version, SchemaHash: SchemaHash(), Load: rep, Build: time.Since(start),
-		DataDirBytes: bytes, Files: files, BuiltAt: time.Now().UTC()}
-	js, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(work, "meta.json"), js, 0o644); err != nil {
-		return Template{}, fmt.Errorf("writing template metadata: %w", err)
-	}
-	// fsync was off while loading: make the files durable before the
-	// template is published.
-	if err := syncFS(data); err != nil {
-		return Template{}, err
-	}
-	if err := os.Rename(work, final); err != nil {
-		return Template{}, fmt.Errorf("publishing the template: %w", err)
-	}
-	ok = true
-	logf(log, "dvdstore: template %s built in %v: %s; data directory %.1f MB in %d files", d, m.Build.Round(time.Millisecond), rep, float64(bytes)/(1<<20), files)
-	return Template{Dir: filepath.Join(final, "data"), Meta: m}, nil
+	return rep, nil
 }
 
 // logTail is the end of the build server's log, for error messages.
@@ -284,30 +263,8 @@ func (b Builder) logTail() string {
 	return "\nlast lines of " + path + ":\n  " + strings.Join(lines, "\n  ")
 }
 
-// ShutDownCleanly checks with pg_controldata that the cluster in data was
-// shut down cleanly (so a copy starts without crash recovery).
-func ShutDownCleanly(bin, data string) error {
-	out, err := exec.Command(filepath.Join(bin, "pg_controldata"), data).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pg_controldata %s: %w: %s", data, err, strings.TrimSpace(string(out)))
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Database cluster state" {
-			if s := strings.TrimSpace(v); s != "shut down" {
-				return fmt.Errorf("the template's cluster state is %q, not \"shut down\": PostgreSQL did not stop cleanly", s)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("pg_controldata %s printed no cluster state", data)
-}
-
 // CopyReport says what a copy did.
-type CopyReport struct {
-	Bytes int64
-	Files int
-	Wall  time.Duration
-}
+type CopyReport = datacache.CopyReport
 
 // CopyTo copies the template's data directory to dst, which must not exist
 // yet (its parent must), giving every file to uid:gid, the user the server
@@ -315,92 +272,18 @@ type CopyReport struct {
 // from the host's), and syncs the file system so that the copy is on disk
 // before the trial. dst's parent must be searchable by that user.
 func (t Template) CopyTo(dst string, uid, gid int) (CopyReport, error) {
-	start := time.Now()
-	var rep CopyReport
 	if _, err := os.Lstat(dst); err == nil {
-		return rep, fmt.Errorf("copying the template: %s already exists", dst)
+		return CopyReport{}, fmt.Errorf("copying the template: %s already exists", dst)
 	}
 	if err := CheckSpace(filepath.Dir(dst), t.Meta.DataDirBytes, "a copy of the DVD Store template"); err != nil {
-		return rep, err
+		return CopyReport{}, err
 	}
-	err := filepath.WalkDir(t.Dir, func(src string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(t.Dir, src)
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case e.IsDir():
-			if err := os.Mkdir(to, info.Mode().Perm()); err != nil {
-				return err
-			}
-		case info.Mode().IsRegular():
-			if rel == "postmaster.pid" {
-				return nil
-			}
-			n, err := copyFile(src, to, info.Mode().Perm())
-			if err != nil {
-				return err
-			}
-			rep.Bytes += n
-			rep.Files++
-		default:
-			return fmt.Errorf("%s: not a regular file or directory (%v)", src, info.Mode().Type())
-		}
-		// Mkdir and OpenFile apply the umask: set the template's mode.
-		if err := os.Chmod(to, info.Mode().Perm()); err != nil {
-			return err
-		}
-		return os.Lchown(to, uid, gid)
-	})
-	if err != nil {
-		os.RemoveAll(dst)
-		return rep, fmt.Errorf("copying the template %s to %s: %w", t.Dir, dst, err)
-	}
-	// Written back before the trial starts, so that the trial's own I/O
-	// does not compete with the copy's.
-	if err := syncFS(dst); err != nil {
-		os.RemoveAll(dst)
-		return rep, err
-	}
-	rep.Wall = time.Since(start)
-	return rep, nil
-}
-
-// copyFile copies one file; io.Copy between two files uses
-// copy_file_range, so the kernel copies (or shares extents where the file
-// system can).
-func copyFile(src, dst string, mode fs.FileMode) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return datacache.CopyTree(t.Dir, dst, datacache.CopyOptions{UID: uid, GID: gid, Sync: true,
+		Skip: func(rel string) bool { return rel == "postmaster.pid" }})
 }
 
 // SystemUser returns the host's uid and gid of PostgreSQL's system user.
-func SystemUser() (uid, gid int, err error) {
-	u, err := user.Lookup(pgserver.SystemUser)
-	if err != nil {
-		return 0, 0, fmt.Errorf("PostgreSQL's system user %q: %w (install the postgresql package with `make setup`)", pgserver.SystemUser, err)
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
-}
+func SystemUser() (uid, gid int, err error) { return datacache.UserIDs(pgserver.SystemUser) }
 
 // Reachable checks that every directory above path is searchable by
 // others, so that the postgres user reaches a data directory below a
@@ -432,37 +315,6 @@ func CheckSpace(dir string, need int64, what string) error {
 	if free < need {
 		return fmt.Errorf("%s needs about %.1f GB in %s, but only %.1f GB are free: free some space, or set %s to a larger disk",
 			what, float64(need)/(1<<30), dir, float64(free)/(1<<30), state.EnvHome)
-	}
-	return nil
-}
-
-func dirSize(dir string) (bytes int64, files int, err error) {
-	err = filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.Type().IsRegular() {
-			info, err := e.Info()
-			if err != nil {
-				return err
-			}
-			bytes += info.Size()
-			files++
-		}
-		return nil
-	})
-	return bytes, files, err
-}
-
-// syncFS flushes the file system holding dir.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

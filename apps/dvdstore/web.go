@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 //go:embed web/httpd.conf.tmpl web/www/*.php
@@ -172,23 +173,12 @@ var readyMark = regexp.MustCompile(`<p class="ready">(\d+) categories</p>`)
 func WebReady(ctx context.Context, addr string) error {
 	url := "http://" + addr + "/ready.php"
 	client := &http.Client{Timeout: 5 * time.Second}
-	start := time.Now()
-	var last error
-	for {
-		last = getReady(ctx, client, url)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return ctx.Err()
-			}
-			return fmt.Errorf("the DVD Store web server at %s did not serve %s within %v: %w",
-				addr, url, time.Since(start).Round(100*time.Millisecond), last)
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := ready.Loop{}.Wait(ctx, func(ctx context.Context) error { return getReady(ctx, client, url) })
+	var te *ready.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("the DVD Store web server at %s did not serve %s within %v: %w", addr, url, te.Waited, te.Last)
 	}
+	return err
 }
 
 func getReady(ctx context.Context, c *http.Client, url string) error {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
@@ -35,12 +35,6 @@ func (b Builder) build(ctx context.Context, dir string, size Size, version strin
 	}
 	meta := Meta{Size: size, Counts: g.Counts(), Rows: map[string]int64{}, ServerVersion: version,
 		GeneratorVersion: GeneratorVersion, LoaderVersion: LoaderVersion, Built: time.Now().UTC()}
-	if err := mkdirAll(dir); err != nil {
-		return meta, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return meta, fmt.Errorf("olio: %w", err)
-	}
 
 	// The generator alone, for the record (LOAD DATA streams it again).
 	start := time.Now()
@@ -62,7 +56,7 @@ func (b Builder) build(ctx context.Context, dir string, size Size, version strin
 	if err := b.loadDB(ctx, dir, g, &meta); err != nil {
 		return meta, err
 	}
-	meta.DBBytes, err = dirBytes(filepath.Join(dir, "db"))
+	meta.DBBytes, _, err = datacache.Size(filepath.Join(dir, "db"))
 	meta.Total = time.Since(meta.Built)
 	return meta, err
 }
@@ -75,12 +69,10 @@ func (b Builder) loadDB(ctx context.Context, dir string, g *Generator, meta *Met
 	s.Name = "olio-load-db"
 	s.DataDir = filepath.Join(dir, "db")
 	s = s.withDefaults()
-	u, err := user.Lookup(s.User)
+	uid, gid, err := datacache.UserIDs(s.User)
 	if err != nil {
-		return fmt.Errorf("olio: MariaDB's user %q: %w (install mariadb-server)", s.User, err)
+		return fmt.Errorf("olio: MariaDB's user: %w", err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
 	// The pid file is where this process can watch it: the server removes
 	// it when its shutdown is complete.
 	run := filepath.Join(dir, "run")
@@ -342,22 +334,4 @@ func poolFile(pool, kind string, i int) string {
 		ext = ".pdf"
 	}
 	return filepath.Join(pool, fmt.Sprintf("%s%02d%s", kind, i, ext))
-}
-
-func dirBytes(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	return n, err
 }

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 // ErrorMarker starts the line with which every page of the site reports a
@@ -23,37 +25,27 @@ type answered struct{ err error }
 func (a answered) Error() string { return a.err.Error() }
 func (a answered) Unwrap() error { return a.err }
 
-// Final tells a deployment's readiness wait (internal/deploy) that waiting
-// longer will not change the answer.
+// Final tells the readiness loop (internal/ready) that waiting longer
+// will not change the answer.
 func (a answered) Final() bool { return true }
 
 // poll calls probe until it succeeds, returns an answered error, or timeout
 // passes; the error names the server.
 func poll(ctx context.Context, what string, timeout time.Duration, probe func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-		err := probe(pctx)
-		pcancel()
-		if err == nil {
-			return nil
-		}
-		var a answered
-		if errors.As(err, &a) {
-			return fmt.Errorf("%s is not ready: %w", what, a)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("%s not ready within %v: %w", what, timeout, last)
-			}
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := ready.Loop{Timeout: timeout, Attempt: 10 * time.Second}.Wait(ctx, probe)
+	var (
+		a  answered
+		te *ready.TimeoutError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &a):
+		return fmt.Errorf("%s is not ready: %w", what, a)
+	case errors.As(err, &te):
+		return fmt.Errorf("%s not ready within %v: %w", what, timeout, te.Last)
 	}
+	return err
 }
 
 // ReadyDB waits until the MariaDB server at addr accepts the application's

@@ -40,7 +40,7 @@ func TestTemplateLoaded(t *testing.T) {
 		m.Key, m.Generate, m.Load, m.Index, m.Files, m.NFiles, m.DBBytes>>20)
 
 	start := time.Now()
-	again, err := olio.EnsureTemplate(context.Background(), olio.Builder{Platform: e.Platform, Run: e.Run,
+	again, err := olio.EnsureTemplate(context.Background(), olio.Builder{Platform: e.Platform,
 		CacheDir: e.Template.Dir[:strings.LastIndexByte(e.Template.Dir, '/')]}, oliotest.Size)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func BenchmarkLoadTemplate(b *testing.B) {
 	}
 	for i := 0; b.Loop(); i++ {
 		cache := filepath.Join(e.Root, "bench-cache", strconv.Itoa(i))
-		t, err := olio.EnsureTemplate(context.Background(), olio.Builder{Platform: e.Platform, Run: e.Run,
+		t, err := olio.EnsureTemplate(context.Background(), olio.Builder{Platform: e.Platform,
 			CacheDir: cache, LogDir: e.LogDir, Log: os.Stderr}, size)
 		if err != nil {
 			b.Fatal(err)

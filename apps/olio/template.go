@@ -4,18 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -25,10 +23,11 @@ import (
 // template cache.
 const LoaderVersion = 1
 
-// CacheDir is where templates are kept under a state directory. Templates
-// are a cache, kept across runs like the workload image's build cache;
-// delete the directory to reclaim the space.
-func CacheDir(d state.Dir) string { return filepath.Join(d.Root, "cache", "olio") }
+// CacheDir is where templates are kept under a state directory
+// (internal/datacache, whose rules they follow). Templates are a cache,
+// kept across runs like the workload image's build cache; delete the
+// directory to reclaim the space.
+func CacheDir(d state.Dir) string { return datacache.New(d, "olio").Dir }
 
 // Template is a loaded data set: a MariaDB data directory (shut down
 // cleanly, fully purged) and the file store, ready to be copied per trial.
@@ -78,8 +77,6 @@ type Builder struct {
 		platform.Platform
 		platform.JobRunner
 	}
-	// Run labels the build directory while it is made.
-	Run runid.ID
 	// CacheDir holds the templates (CacheDir(state.Home()) by default).
 	CacheDir string
 	// LogDir is the platform's log directory, to show the loader server's
@@ -135,99 +132,33 @@ func EnsureTemplate(ctx context.Context, b Builder, size Size) (*Template, error
 		return nil, err
 	}
 	key := Key(size, version)
-	dir := filepath.Join(b.CacheDir, key)
-	if t, err := openTemplate(dir); err == nil {
-		return t, nil
-	}
-	if err := mkdirAll(b.CacheDir); err != nil {
-		return nil, err
-	}
-	unlock, err := state.LockFile(ctx, filepath.Join(b.CacheDir, key+".lock"), nil)
+	t := &Template{}
+	t.Dir, _, err = datacache.Cache{Dir: b.CacheDir}.Ensure(ctx, key, &t.Meta, func(ctx context.Context, dir string) (any, error) {
+		b.logf("olio: loading the data template for %s (once; cached in %s)", size, b.CacheDir)
+		meta, err := b.build(ctx, dir, size, version)
+		meta.Key = key
+		if err == nil {
+			b.logf("olio: template %s: %d persons, %d events, %d tags; generate %v, load %v (indexes %v), files %v",
+				key, meta.Counts.Persons, meta.Counts.Events, meta.Counts.Tags,
+				meta.Generate.Round(time.Millisecond), meta.Load.Round(time.Millisecond), meta.Index.Round(time.Millisecond), meta.Files.Round(time.Millisecond))
+		}
+		return meta, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if t, err := openTemplate(dir); err == nil {
-		return t, nil // another run built it while we waited
-	}
-	// We hold the lock: builds of this key left by dead runs are garbage.
-	stale, _ := filepath.Glob(filepath.Join(b.CacheDir, ".build-"+key+"-*"))
-	for _, s := range stale {
-		os.RemoveAll(s)
-	}
-	b.logf("olio: loading the data template for %s (once; cached in %s)", size, dir)
-	build := filepath.Join(b.CacheDir, ".build-"+key+"-"+string(b.Run))
-	meta, err := b.build(ctx, build, size, version)
-	if err != nil {
-		os.RemoveAll(build)
 		return nil, fmt.Errorf("olio: loading the template for %s: %w", size, err)
 	}
-	meta.Key = key
-	mb, _ := json.MarshalIndent(meta, "", "  ")
-	if err := os.WriteFile(filepath.Join(build, "meta.json"), mb, 0o644); err != nil {
-		os.RemoveAll(build)
-		return nil, fmt.Errorf("olio: writing the template's meta.json: %w", err)
-	}
-	if err := os.Rename(build, dir); err != nil {
-		os.RemoveAll(build)
-		return nil, fmt.Errorf("olio: keeping the template: %w", err)
-	}
-	b.logf("olio: template %s: %d persons, %d events, %d tags; generate %v, load %v (indexes %v), files %v",
-		key, meta.Counts.Persons, meta.Counts.Events, meta.Counts.Tags,
-		meta.Generate.Round(time.Millisecond), meta.Load.Round(time.Millisecond), meta.Index.Round(time.Millisecond), meta.Files.Round(time.Millisecond))
-	return openTemplate(dir)
-}
-
-func openTemplate(dir string) (*Template, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err != nil {
-		return nil, err
-	}
-	t := &Template{Dir: dir}
-	if err := json.Unmarshal(b, &t.Meta); err != nil {
-		return nil, fmt.Errorf("olio: template %s: meta.json: %w", dir, err)
-	}
 	return t, nil
-}
-
-func mkdirAll(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("olio: creating %s: %w", dir, err)
-	}
-	return nil
 }
 
 // CopyDB copies the template's data directory into dst (made if missing;
 // it must be empty) for a server running as uid:gid, which owns every copy.
 // The copy is exact: the server changes its files.
 func (t *Template) CopyDB(dst string, uid, gid int) error {
-	if err := emptyDir(dst, uid, gid, 0o750); err != nil {
-		return err
+	_, err := datacache.CopyTree(t.DBDir(), dst, datacache.CopyOptions{UID: uid, GID: gid, RootMode: 0o750, DirMode: 0o750, FileMode: 0o640})
+	if err != nil {
+		return fmt.Errorf("olio: copying the database template: %w", err)
 	}
-	src := t.DBDir()
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if rel == "." {
-			return nil
-		}
-		out := filepath.Join(dst, rel)
-		if d.IsDir() {
-			if err := os.Mkdir(out, 0o750); err != nil {
-				return fmt.Errorf("olio: copying the database template: %w", err)
-			}
-			return os.Lchown(out, uid, gid)
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("olio: database template: %s is not a regular file", p)
-		}
-		if err := copyFile(p, out, 0o640); err != nil {
-			return err
-		}
-		return os.Lchown(out, uid, gid)
-	})
+	return nil
 }
 
 // CopySite makes a site directory in dst for PHP-FPM's user uid:gid: www/
@@ -279,26 +210,6 @@ func emptyDir(dir string, uid, gid int, mode os.FileMode) error {
 	}
 	if err := os.Lchown(dir, uid, gid); err != nil {
 		return fmt.Errorf("olio: giving %s to uid %d: %w", dir, uid, err)
-	}
-	return nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("olio: copying: %w", err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return fmt.Errorf("olio: copying: %w", err)
-	}
-	if _, err := io.Copy(out, in); err != nil { // copy_file_range between files
-		out.Close()
-		return fmt.Errorf("olio: copying %s: %w", src, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("olio: copying %s: %w", src, err)
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -177,8 +179,13 @@ conntrack:
 type component struct {
 	name string
 	argv []string
-	// ready probes it; nil: none.
-	readyURL string
+	// ready makes its readiness probe; nil: none is waited for.
+	ready func(Config) (func(context.Context) error, error)
+	// readyWithin bounds the wait (default 60 s).
+	readyWithin time.Duration
+	// afterReady runs once it is ready (containerd: importing the pause
+	// image).
+	afterReady func(context.Context, Config, Binaries) error
 }
 
 // components lists the processes in start order with their arguments.
@@ -187,7 +194,8 @@ func (c Config) components(bins Binaries) []component {
 	etcdURL := c.EtcdURL()
 	peerURL := "https://127.0.0.1:" + strconv.Itoa(EtcdPeerPort)
 	return []component{
-		{name: "containerd", argv: []string{ContainerdBinary, "--config", c.path("containerd", "config.toml")}},
+		{name: "containerd", argv: []string{ContainerdBinary, "--config", c.path("containerd", "config.toml")},
+			ready: containerdReady, afterReady: importPause},
 		// Client-certificate TLS on both ports: a local user without the
 		// cluster's certificates cannot talk to etcd.
 		{name: "etcd", argv: []string{bins["etcd"], "--name", "nearnative", "--data-dir", c.path("etcd"),
@@ -198,7 +206,8 @@ func (c Config) components(bins Binaries) []component {
 			"--initial-cluster", "nearnative=" + peerURL,
 			"--peer-cert-file", c.pki("etcd.crt"), "--peer-key-file", c.pki("etcd.key"),
 			"--peer-client-cert-auth", "--peer-trusted-ca-file", c.pki("ca.crt"),
-			"--listen-metrics-urls", "", "--log-level", "warn"}},
+			"--listen-metrics-urls", "", "--log-level", "warn"},
+			ready: etcdReady},
 		{name: "kube-apiserver", argv: []string{bins["kube-apiserver"],
 			"--etcd-servers", etcdURL,
 			"--etcd-cafile", c.pki("ca.crt"), "--etcd-certfile", c.pki("apiserver-etcd-client.crt"),
@@ -220,7 +229,7 @@ func (c Config) components(bins Binaries) []component {
 			"--authorization-mode", "Node,RBAC",
 			"--enable-admission-plugins", "NodeRestriction",
 			"--profiling=false", "--v=1"},
-			readyURL: c.APIServerURL() + "/readyz"},
+			ready: apiServerReady, readyWithin: 120 * time.Second},
 		{name: "kube-controller-manager", argv: []string{bins["kube-controller-manager"],
 			"--kubeconfig", c.path("controller-manager.kubeconfig"),
 			"--authentication-kubeconfig", c.path("controller-manager.kubeconfig"),

@@ -181,110 +181,125 @@ func (c Config) makeBridge(ctx context.Context) error {
 // restoreHost undoes what the cluster changed on the host, as far as the
 // record says; every step runs and the errors are joined.
 func (c Config) restoreHost(ctx context.Context, h HostState, haveRecord bool) ([]string, error) {
-	var done []string
-	var errs []error
-	// Links: veths left on the bridge, then the bridge.
+	var u undo
+	c.removeLinks(ctx, &u)
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		for _, t := range iptablesTables {
+			d, err := removeRules(ctx, tool, t, func(rule string) bool { return strings.Contains(rule, ClusterLabel) })
+			u.did(d, err)
+			if before, ok := h.Chains[tool+"/"+t]; ok && haveRecord {
+				removeAddedChains(ctx, tool, t, before, &u)
+			}
+		}
+	}
+	if haveRecord {
+		restoreRecorded(ctx, h, &u)
+	}
+	return u.done, errors.Join(u.errs...)
+}
+
+// undo collects what restoreHost removed and what failed.
+type undo struct {
+	done []string
+	errs []error
+}
+
+func (u *undo) did(done []string, err error) {
+	u.done, u.errs = append(u.done, done...), appendErr(u.errs, err)
+}
+
+// step records one removal: done when err is nil, else the error.
+func (u *undo) step(what string, err error) {
+	if err != nil {
+		u.errs = append(u.errs, err)
+		return
+	}
+	u.done = append(u.done, what)
+}
+
+// removeLinks deletes the veths left on the bridge, then the bridge.
+func (c Config) removeLinks(ctx context.Context, u *undo) {
 	if out, err := run(ctx, "ip", "-o", "link", "show", "master", c.Bridge); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) >= 2 {
 				name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
 				if _, err := run(ctx, "ip", "link", "del", name); err == nil {
-					done = append(done, "link "+name)
+					u.done = append(u.done, "link "+name)
 				}
 			}
 		}
 	}
 	if _, err := run(ctx, "ip", "link", "show", c.Bridge); err == nil {
-		if _, err := run(ctx, "ip", "link", "del", c.Bridge); err != nil {
-			errs = append(errs, err)
-		} else {
-			done = append(done, "bridge "+c.Bridge)
+		_, err := run(ctx, "ip", "link", "del", c.Bridge)
+		u.step("bridge "+c.Bridge, err)
+	}
+}
+
+// removeAddedChains removes the chains of a table that did not exist
+// before the cluster (before), after the rules that jump to them.
+func removeAddedChains(ctx context.Context, tool, t string, before []string, u *undo) {
+	now, err := listChains(ctx, tool, t)
+	if err != nil {
+		return
+	}
+	var added []string
+	for _, ch := range now {
+		if !slices.Contains(before, ch) {
+			added = append(added, ch)
 		}
 	}
-	// iptables: our FORWARD rules, then every chain that did not exist.
-	for _, tool := range []string{"iptables", "ip6tables"} {
-		for _, t := range iptablesTables {
-			d, err := removeRules(ctx, tool, t, func(rule string) bool { return strings.Contains(rule, ClusterLabel) })
-			done, errs = append(done, d...), appendErr(errs, err)
-			if !haveRecord {
-				continue
+	if len(added) == 0 {
+		return
+	}
+	// Rules in any chain that jump to an added chain go first.
+	u.did(removeRules(ctx, tool, t, func(rule string) bool {
+		for _, ch := range added {
+			if strings.Contains(rule, " -j "+ch) || strings.Contains(rule, " -g "+ch) {
+				return true
 			}
-			before, ok := h.Chains[tool+"/"+t]
-			if !ok {
-				continue
-			}
-			now, err := listChains(ctx, tool, t)
-			if err != nil {
-				continue
-			}
-			var added []string
-			for _, ch := range now {
-				if !slices.Contains(before, ch) {
-					added = append(added, ch)
-				}
-			}
-			if len(added) == 0 {
-				continue
-			}
-			// Rules in any chain that jump to an added chain go first.
-			d, err = removeRules(ctx, tool, t, func(rule string) bool {
-				for _, ch := range added {
-					if strings.Contains(rule, " -j "+ch) || strings.Contains(rule, " -g "+ch) {
-						return true
-					}
-				}
-				return false
-			})
-			done, errs = append(done, d...), appendErr(errs, err)
-			for _, ch := range added {
-				run(ctx, tool, "-w", "-t", t, "-F", ch)
-			}
-			for _, ch := range added {
-				if _, err := run(ctx, tool, "-w", "-t", t, "-X", ch); err != nil {
-					errs = append(errs, err)
-				} else {
-					done = append(done, fmt.Sprintf("%s chain %s/%s", tool, t, ch))
-				}
-			}
+		}
+		return false
+	}))
+	for _, ch := range added {
+		run(ctx, tool, "-w", "-t", t, "-F", ch)
+	}
+	for _, ch := range added {
+		_, err := run(ctx, tool, "-w", "-t", t, "-X", ch)
+		u.step(fmt.Sprintf("%s chain %s/%s", tool, t, ch), err)
+	}
+}
+
+// restoreRecorded removes the nftables tables the nft backend made for the
+// removed chains, sets the recorded sysctls back and removes the host
+// directories that did not exist before.
+func restoreRecorded(ctx context.Context, h HostState, u *undo) {
+	for _, t := range nftTables(ctx) {
+		if !slices.Contains(h.NFTables, t) {
+			_, err := run(ctx, append([]string{"nft", "delete", "table"}, strings.Fields(t)...)...)
+			u.step("nftables table "+t, err)
 		}
 	}
-	if haveRecord {
-		// Tables the nft backend made for the chains removed above.
-		for _, t := range nftTables(ctx) {
-			if !slices.Contains(h.NFTables, t) {
-				if _, err := run(ctx, append([]string{"nft", "delete", "table"}, strings.Fields(t)...)...); err != nil {
-					errs = append(errs, err)
-				} else {
-					done = append(done, "nftables table "+t)
-				}
-			}
+	for s, v := range h.Sysctls {
+		path := filepath.Join("/proc/sys", s)
+		b, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(b)) == v {
+			continue
 		}
-		for s, v := range h.Sysctls {
-			path := filepath.Join("/proc/sys", s)
-			b, err := os.ReadFile(path)
-			if err != nil || strings.TrimSpace(string(b)) == v {
-				continue
-			}
-			if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
-				errs = append(errs, fmt.Errorf("restoring %s to %s: %w", s, v, err))
-			} else {
-				done = append(done, fmt.Sprintf("sysctl %s back to %s (was %s)", strings.ReplaceAll(s, "/", "."), v, strings.TrimSpace(string(b))))
-			}
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			err = fmt.Errorf("restoring %s to %s: %w", s, v, err)
+			u.step("", err)
+			continue
 		}
-		for _, d := range HostDirs {
-			if slices.Contains(h.Dirs, d) {
-				continue
-			}
-			if _, err := os.Stat(d); err == nil {
-				if err := os.RemoveAll(d); err != nil {
-					errs = append(errs, err)
-				} else {
-					done = append(done, "directory "+d)
-				}
-			}
+		u.step(fmt.Sprintf("sysctl %s back to %s (was %s)", strings.ReplaceAll(s, "/", "."), v, strings.TrimSpace(string(b))), nil)
+	}
+	for _, d := range HostDirs {
+		if slices.Contains(h.Dirs, d) {
+			continue
+		}
+		if _, err := os.Stat(d); err == nil {
+			u.step("directory "+d, os.RemoveAll(d))
 		}
 	}
-	return done, errors.Join(errs...)
 }
 
 func appendErr(errs []error, err error) []error {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 // LogDir holds the components' logs; it outlives the cluster (Down keeps
@@ -186,20 +188,16 @@ func (c Config) failure(name string, err error) error {
 
 // waitFor polls check until it returns nil, p exits, or timeout passes.
 func waitFor(ctx context.Context, p *proc, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		if last = check(ctx); last == nil {
-			return nil
+	err := ready.Loop{Timeout: timeout, Every: 200 * time.Millisecond}.Wait(ctx, func(ctx context.Context) error {
+		err := check(ctx)
+		if err != nil && p != nil && !p.alive() {
+			return ready.Final(fmt.Errorf("exited (%v) before it was ready", p.err))
 		}
-		if p != nil && !p.alive() {
-			return fmt.Errorf("exited (%v) before it was ready", p.err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready within %v: %w", timeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	var te *ready.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("not ready within %v: %w", timeout, te.Last)
 	}
+	return err
 }

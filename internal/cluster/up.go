@@ -116,47 +116,54 @@ func (c Config) Up(ctx context.Context, o UpOptions) (err error) {
 	if err := c.makeBridge(ctx); err != nil {
 		return err
 	}
+	procs, err := c.startComponents(ctx, bins, logf)
+	if err != nil {
+		return err
+	}
+	if err := c.waitNode(ctx, procs, logf); err != nil {
+		return err
+	}
+	logf("cluster: node %s Ready %v after the first process started", c.NodeName, time.Since(start).Round(100*time.Millisecond))
+	return c.importImages(ctx, o, logf)
+}
+
+// startComponents starts every component in order, each waited for (by
+// its own readiness probe) before the next starts.
+func (c Config) startComponents(ctx context.Context, bins Binaries, logf func(string, ...any)) (map[string]*proc, error) {
 	procs := map[string]*proc{}
 	for _, comp := range c.components(bins) {
 		p, err := c.start(comp.name, comp.argv)
 		if err != nil {
-			return err
+			return procs, err
 		}
 		procs[comp.name] = p
 		logf("cluster: started %s (pid %d)", comp.name, p.pid)
-		var ready func(context.Context) error
-		timeout := 60 * time.Second
-		switch comp.name {
-		case "containerd":
-			ready = func(ctx context.Context) error {
-				_, err := c.ctr(ctx, nil, "version")
-				return err
-			}
-		case "etcd":
-			tlsCfg, err := c.etcdClientTLS()
-			if err != nil {
-				return err
-			}
-			ready = httpReady(c.EtcdURL()+"/health", tlsCfg)
-		case "kube-apiserver":
-			tlsCfg, err := c.adminTLS()
-			if err != nil {
-				return err
-			}
-			ready = httpReady(comp.readyURL, tlsCfg)
-			timeout = 120 * time.Second
+		if comp.ready == nil {
+			continue
 		}
-		if ready != nil {
-			if err := waitFor(ctx, p, timeout, ready); err != nil {
-				return c.failure(comp.name, err)
-			}
+		ready, err := comp.ready(c)
+		if err != nil {
+			return procs, err
 		}
-		if comp.name == "containerd" {
-			if err := c.importPause(ctx, bins); err != nil {
-				return err
+		within := comp.readyWithin
+		if within == 0 {
+			within = 60 * time.Second
+		}
+		if err := waitFor(ctx, p, within, ready); err != nil {
+			return procs, c.failure(comp.name, err)
+		}
+		if comp.afterReady != nil {
+			if err := comp.afterReady(ctx, c, bins); err != nil {
+				return procs, err
 			}
 		}
 	}
+	return procs, nil
+}
+
+// waitNode waits until the node is Ready (while the control plane's
+// processes live) and the default service account exists.
+func (c Config) waitNode(ctx context.Context, procs map[string]*proc, logf func(string, ...any)) error {
 	cs, err := c.Client()
 	if err != nil {
 		return err
@@ -178,8 +185,33 @@ func (c Config) Up(ctx context.Context, o UpOptions) (err error) {
 	}); err != nil {
 		return c.failure("kube-controller-manager", fmt.Errorf("the default service account did not appear: %w", err))
 	}
-	logf("cluster: node %s Ready %v after the first process started", c.NodeName, time.Since(start).Round(100*time.Millisecond))
-	return c.importImages(ctx, o, logf)
+	return nil
+}
+
+// containerdReady probes containerd with `ctr version`.
+func containerdReady(c Config) (func(context.Context) error, error) {
+	return func(ctx context.Context) error {
+		_, err := c.ctr(ctx, nil, "version")
+		return err
+	}, nil
+}
+
+// etcdReady probes etcd's /health with the cluster's client certificate.
+func etcdReady(c Config) (func(context.Context) error, error) {
+	tlsCfg, err := c.etcdClientTLS()
+	if err != nil {
+		return nil, err
+	}
+	return httpReady(c.EtcdURL()+"/health", tlsCfg), nil
+}
+
+// apiServerReady probes the API server's /readyz as the admin.
+func apiServerReady(c Config) (func(context.Context) error, error) {
+	tlsCfg, err := c.adminTLS()
+	if err != nil {
+		return nil, err
+	}
+	return httpReady(c.APIServerURL()+"/readyz", tlsCfg), nil
 }
 
 func (c Config) importImages(ctx context.Context, o UpOptions, logf func(string, ...any)) error {
@@ -293,3 +325,6 @@ func NodeReady(ctx context.Context, cs kubernetes.Interface, name string) error 
 	}
 	return fmt.Errorf("node %s has no Ready condition yet", name)
 }
+
+// importPause imports the pause image once containerd is ready.
+func importPause(ctx context.Context, c Config, bins Binaries) error { return c.importPause(ctx, bins) }

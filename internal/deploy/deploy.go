@@ -23,6 +23,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/ready"
 	"github.com/nearnative/nearnative/internal/topology"
 )
 
@@ -406,39 +407,45 @@ func (d *Deployment) ready(ctx context.Context, wave []int) error {
 	return errors.Join(errs...)
 }
 
-// Wait probes port of srv until probe succeeds or timeout passes; the error
-// names the server and shows the tail of its log.
+// Wait probes port of srv until probe succeeds or timeout passes
+// (internal/ready's loop); a probe error marked final (ready.Final, or a
+// method Final() bool) or the server's exit ends the wait at once. The
+// error names the server and shows the tail of its log.
 func Wait(ctx context.Context, name string, srv platform.Server, port string, timeout time.Duration, probe topology.ReadyFunc) error {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	addr := srv.Addr(port)
-	var last error
-	for {
-		if last = probe(pctx, addr); last == nil {
-			return nil
-		}
-		var f final
-		if errors.As(last, &f) && f.Final() {
-			return fmt.Errorf("server %s is not ready at %s: %w%s", name, addr, last, logTail(ctx, srv))
+	err := ready.Loop{Timeout: timeout, Every: 100 * time.Millisecond}.Wait(ctx, func(pctx context.Context) error {
+		err := probe(pctx, addr)
+		if err == nil || ready.IsFinal(err) {
+			return err
 		}
 		if ex, ok := srv.(Exiter); ok {
-			if err := ex.Exited(ctx); err != nil {
-				return fmt.Errorf("server %s exited before it was ready: %w%s", name, err, logTail(ctx, srv))
+			if xerr := ex.Exited(ctx); xerr != nil {
+				return ready.Final(exited{xerr})
 			}
 		}
-		select {
-		case <-pctx.Done():
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("server %s was not ready at %s within %v: %w%s", name, addr, timeout, last, logTail(ctx, srv))
-		case <-time.After(100 * time.Millisecond):
-		}
+		return err
+	})
+	var (
+		te *ready.TimeoutError
+		x  exited
+	)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.As(err, &x):
+		return fmt.Errorf("server %s exited before it was ready: %w%s", name, x.error, logTail(ctx, srv))
+	case errors.As(err, &te):
+		return fmt.Errorf("server %s was not ready at %s within %v: %w%s", name, addr, timeout, te.Last, logTail(ctx, srv))
 	}
+	return fmt.Errorf("server %s is not ready at %s: %w%s", name, addr, err, logTail(ctx, srv))
 }
 
-// final is implemented by probe errors that waiting will not change.
-type final interface{ Final() bool }
+// exited is the error of a server that exited while it was waited for.
+type exited struct{ error }
+
+func (x exited) Unwrap() error { return x.error }
 
 func logTail(ctx context.Context, srv platform.Server) string {
 	lt, ok := srv.(LogTailer)

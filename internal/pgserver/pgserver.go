@@ -2,8 +2,9 @@
 // settings (tuned for the memory a server gets, and stated), the
 // platform.Spec that runs it (a fresh cluster made by initdb in the server's
 // own directory, or a data directory prepared on the host and mounted), a
-// protocol-level readiness probe and the pg_stat_database figures a workload
-// reports. The workloads pgbench and oltp (DVD Store) use it.
+// protocol-level readiness probe, the pg_controldata check of a clean
+// shutdown and the pg_stat_database figures a workload reports. The
+// workloads pgbench, oltp (DVD Store) and auction use it.
 package pgserver
 
 import (
@@ -113,6 +114,30 @@ func BuildSettings(memBytes int64) Settings {
 	s.CheckpointTimeout = time.Hour
 	s.ParallelMaintenanceWorkers = 2
 	return s
+}
+
+// Defaults are PostgreSQL 15's own defaults but for max_connections and
+// shared_buffers: durable, autovacuum on, work_mem 4 MB,
+// maintenance_work_mem 64 MB, effective_cache_size 4 GB, max_wal_size 1 GB,
+// min_wal_size 80 MB, checkpoint_timeout 5 min, two parallel workers per
+// gather and per maintenance command. The auction runs on them, as the
+// seed's Weathervane deployment ran PostgreSQL with few settings changed.
+func Defaults(maxConnections int, sharedBuffers int64) Settings {
+	return Settings{
+		Purpose:                    "trial, PostgreSQL's defaults",
+		MaxConnections:             maxConnections,
+		SharedBuffers:              sharedBuffers,
+		EffectiveCacheSize:         4 * gB,
+		WorkMem:                    4 * mB,
+		MaintenanceWorkMem:         64 * mB,
+		MaxWALSize:                 gB,
+		MinWALSize:                 80 * mB,
+		CheckpointTimeout:          5 * time.Minute,
+		Durable:                    true,
+		Autovacuum:                 true,
+		ParallelWorkersPerGather:   2,
+		ParallelMaintenanceWorkers: 2,
+	}
 }
 
 func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
@@ -248,6 +273,9 @@ type Config struct {
 	BinDir string
 	// User runs the server (default SystemUser).
 	User string
+	// Auth is pg_hba.conf's method (default "trust", which the benchmarks
+	// use; an application with passwords of its own sets scram-sha-256).
+	Auth string
 }
 
 // Validate checks the configuration.
@@ -259,6 +287,9 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(c.Data.HostPath) || !path.IsAbs(c.Data.Path) {
 			return fmt.Errorf("postgresql data directory %q mounted at %q: both must be absolute paths", c.Data.HostPath, c.Data.Path)
 		}
+	}
+	if c.Auth != "" && c.Auth != "trust" && c.Auth != "scram-sha-256" {
+		return fmt.Errorf("postgresql authentication %q: want trust or scram-sha-256", c.Auth)
 	}
 	if c.BinDir != "" && !path.IsAbs(c.BinDir) {
 		return fmt.Errorf("postgresql bin dir %q: want an absolute path", c.BinDir)
@@ -287,6 +318,9 @@ func Spec(c Config) (platform.Spec, error) {
 	if c.User == "" {
 		c.User = SystemUser
 	}
+	if c.Auth == "" {
+		c.Auth = "trust"
+	}
 	if c.BinDir == "" {
 		d, err := BinDir()
 		if err != nil {
@@ -310,7 +344,7 @@ func Spec(c Config) (platform.Spec, error) {
 			{Path: "pg_ident.conf", Content: []byte{}},
 		},
 		Render: func(l platform.Listen) []platform.File {
-			return []platform.File{{Path: "pg_hba.conf", Content: HBA(l, "trust")}}
+			return []platform.File{{Path: "pg_hba.conf", Content: HBA(l, c.Auth)}}
 		},
 		Command: func(l platform.Listen) []string {
 			data := path.Join(l.Dir, "data")
@@ -369,6 +403,25 @@ func Version(binDir string) (string, error) {
 		return "", fmt.Errorf("%s/postgres --version printed %q", binDir, v)
 	}
 	return v, nil
+}
+
+// CheckShutDown fails unless pg_controldata (from binDir) says the cluster
+// in data was shut down cleanly, so that a copy of it starts without crash
+// recovery.
+func CheckShutDown(ctx context.Context, binDir, data string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "pg_controldata"), data).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_controldata %s: %w: %s", data, err, strings.TrimSpace(string(out)))
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Database cluster state" {
+			if s := strings.TrimSpace(v); s != "shut down" {
+				return fmt.Errorf("the cluster state of %s is %q, not \"shut down\": PostgreSQL did not stop cleanly", data, s)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("pg_controldata %s printed no cluster state", data)
 }
 
 // Tool returns the path of a client program (pgbench, pg_controldata, ...)

@@ -271,3 +271,47 @@ func TestParseIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaults: PostgreSQL's own settings but the two given, valid, and
+// written out so that the server's settings do not depend on the data
+// directory's postgresql.conf.
+func TestDefaults(t *testing.T) {
+	s := Defaults(55, 256*mB)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := s.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"max_connections = 55\n", "shared_buffers = 262144kB\n", "effective_cache_size = 4194304kB\n",
+		"work_mem = 4096kB\n", "maintenance_work_mem = 65536kB\n", "max_wal_size = 1048576kB\n", "min_wal_size = 81920kB\n",
+		"checkpoint_timeout = 300s\n", "fsync = on\n", "wal_level = replica\n", "autovacuum = on\n",
+		"max_parallel_workers_per_gather = 2\n", "max_parallel_maintenance_workers = 2\n"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("postgresql.conf lacks %q:\n%s", want, conf)
+		}
+	}
+}
+
+func TestAuth(t *testing.T) {
+	l := platform.Listen{Host: "127.0.0.1", Ports: map[string]int{"pg": 5999}, Dir: "/tmp/nn-a"}
+	for _, tt := range []struct {
+		auth, want string
+		ok         bool
+	}{{"", "trust", true}, {"scram-sha-256", "scram-sha-256", true}, {"md5", "", false}} {
+		spec, err := Spec(Config{Settings: Tune(gB, 10), BinDir: "/b", Auth: tt.auth})
+		if (err == nil) != tt.ok {
+			t.Errorf("auth %q: %v", tt.auth, err)
+			continue
+		}
+		if !tt.ok {
+			continue
+		}
+		for _, f := range spec.FilesFor(l) {
+			if f.Path == "pg_hba.conf" && !strings.Contains(string(f.Content), "127.0.0.0/8 "+tt.want+"\n") {
+				t.Errorf("auth %q: pg_hba.conf\n%s", tt.auth, f.Content)
+			}
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 // DSN is the connection string for database db of the server at addr
@@ -27,23 +29,12 @@ func Ready(ctx context.Context, name, addr, db string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("%s: address %q: %w", name, addr, err)
 	}
-	start := time.Now()
-	var last error
-	for {
-		last = ping(ctx, addr, db)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return ctx.Err()
-			}
-			return fmt.Errorf("%s: PostgreSQL at %s did not answer SELECT 1 on database %s within %v: %w",
-				name, addr, db, time.Since(start).Round(100*time.Millisecond), last)
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := ready.Loop{}.Wait(ctx, func(ctx context.Context) error { return ping(ctx, addr, db) })
+	var te *ready.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: PostgreSQL at %s did not answer SELECT 1 on database %s within %v: %w", name, addr, db, te.Waited, te.Last)
 	}
+	return err
 }
 
 func ping(ctx context.Context, addr, db string) error {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/host"
+	"github.com/nearnative/nearnative/internal/ready"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
@@ -644,38 +645,14 @@ func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
 	return nil
 }
 
-// WaitReady is the one readiness loop every server check uses: it calls
-// probe every interval until it succeeds, or until timeout passes or ctx
-// ends, and then returns "not ready within TIMEOUT: " and probe's last
-// error (a probe cut short by the end of the wait does not replace the
-// error before it). Each probe gets a context that ends with the wait. What
+// WaitReady calls probe every interval until it succeeds, or until
+// timeout passes or ctx ends, and then returns "not ready within TIMEOUT: "
+// and probe's last error; a probe error marked ready.Final ends the wait at
+// once. It is internal/ready's loop, the one every server check uses. What
 // counts as ready is probe's business: a TCP connect (WaitTCP), a Redis
 // PING (redisproto.WaitReady), a connection the server keeps open (tcp-rr).
 func WaitReady(ctx context.Context, timeout, interval time.Duration, probe func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		err := probe(ctx)
-		if err == nil {
-			return nil
-		}
-		// A probe cut short by the deadline says less than the failure
-		// before it ("connection refused"): keep that one.
-		if last == nil || (ctx.Err() == nil && (!isTimeout(err) || isTimeout(last))) {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready within %v: %w", timeout, last)
-		case <-time.After(interval):
-		}
-	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	return ready.Loop{Timeout: timeout, Every: interval}.Wait(ctx, probe)
 }
 
 // ParseCPUSet parses a Linux CPU list ("0-2,5") into sorted CPU numbers.

@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 // Port is the TCP port the agent listens on, on the guest's address.
@@ -168,22 +170,16 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 // Ping checks that the agent answers.
 func (c *Client) Ping(ctx context.Context) error { return c.call(ctx, "/ping", nil, nil) }
 
-// WaitReady pings until the agent answers or ctx ends.
+// WaitReady pings until the agent answers or ctx ends (internal/ready's
+// loop, each ping bounded to 2 s); the error joins ctx's and the last
+// ping's.
 func (c *Client) WaitReady(ctx context.Context) error {
-	var last error
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		last = c.Ping(pctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), last)
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := ready.Loop{Attempt: 2 * time.Second}.Wait(ctx, c.Ping)
+	var te *ready.TimeoutError
+	if errors.As(err, &te) {
+		return errors.Join(ctx.Err(), te.Last)
 	}
+	return err
 }
 
 // Start starts a process and returns its pid.

@@ -18,6 +18,8 @@ import (
 
 	"github.com/nearnative/nearnative/apps/auction"
 	"github.com/nearnative/nearnative/internal/cleanup"
+	"github.com/nearnative/nearnative/internal/datacache"
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -49,6 +51,8 @@ type Stack struct {
 	Web      string   // nginx host:port
 	Servers  map[string]platform.Server
 	logDir   string
+	t        *testing.T
+	nat      platform.Platform
 }
 
 // LogTail returns the last lines of the named server's log.
@@ -72,6 +76,51 @@ func Start(t *testing.T, o Options) *Stack {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL, RabbitMQ, Tomcat and nginx; skipped in -short mode")
 	}
+	o = o.withDefaults()
+	home := state.Home()
+	war, err := auction.ReadWAR(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runid.New()
+	root := t.TempDir()
+	s := &Stack{Run: run, Root: root, Servers: map[string]platform.Server{}, logDir: filepath.Join(root, "logs"),
+		t: t, nat: testenv.Platforms(t, run, root, platform.Native)[platform.Native]}
+	// Registered first, so it runs last: after every server is stopped.
+	t.Cleanup(func() { checkClean(t, root, run) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	s.Template, err = auction.EnsureTemplate(ctx, auction.TemplateOptions{
+		State: home, Size: auction.Size{MaxUsers: o.MaxUsers}, Seed: o.Seed, Platform: s.nat, Run: run, Log: testenv.Log{T: t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("data template %s (%v)", s.Template.Dir, time.Since(start).Round(time.Millisecond))
+	data := s.copyTemplate()
+
+	// Every server starts at once (the application servers retry the
+	// database and the broker until they answer); then each is waited for.
+	start = time.Now()
+	s.startAll(ctx, o, war, data)
+	s.wait(ctx, "pg", s.DB, auction.PostgresReady)
+	if o.BrokerAddr == "" {
+		s.wait(ctx, "broker", s.Broker, auction.BrokerReady)
+	}
+	if o.NoWait {
+		return s
+	}
+	for i, a := range s.Apps {
+		s.wait(ctx, fmt.Sprintf("app%d", i+1), a, auction.AppReady)
+	}
+	s.wait(ctx, "web", s.Web, auction.WebReady)
+	t.Logf("PostgreSQL, RabbitMQ, %d application servers and nginx ready after %v", o.AppServers, time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+func (o Options) withDefaults() Options {
 	if o.MaxUsers == 0 {
 		o.MaxUsers = 30
 	}
@@ -84,80 +133,39 @@ func Start(t *testing.T, o Options) *Stack {
 	if o.ItemIdle == 0 {
 		o.ItemIdle = 2 * time.Second
 	}
-	home := state.Home()
-	war, err := auction.ReadWAR(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := runid.New()
-	root := t.TempDir()
-	nat := testenv.Platforms(t, run, root, platform.Native)[platform.Native]
-	s := &Stack{Run: run, Root: root, Servers: map[string]platform.Server{}, logDir: filepath.Join(root, "logs")}
-	// Registered first, so it runs last: after every server is stopped.
-	t.Cleanup(func() { checkClean(t, root, run) })
+	return o
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	s.Template, err = auction.EnsureTemplate(ctx, auction.TemplateOptions{
-		State: home, Size: auction.Size{MaxUsers: o.MaxUsers}, Seed: o.Seed, Platform: nat, Run: run, Log: testenv.Log{T: t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("data template %s (%v)", s.Template.Dir, time.Since(start).Round(time.Millisecond))
-
-	startServer := func(spec platform.Spec) platform.Server {
-		t.Helper()
-		srv, err := nat.Start(ctx, "stack", spec)
-		if err != nil {
-			t.Fatalf("starting %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() {
-			st := time.Now()
-			if err := srv.Stop(context.Background()); err != nil {
-				t.Errorf("stopping %s: %v", spec.Name, err)
-			}
-			if d := time.Since(st); d > 3*time.Second {
-				t.Logf("stopping %s took %v; last lines of its log:\n%s", spec.Name, d.Round(time.Millisecond), s.LogTail(spec.Name, 8))
-			}
-		})
-		s.Servers[spec.Name] = srv
-		return srv
-	}
-	wait := func(name, addr string, probe func(context.Context, string) error) {
-		t.Helper()
-		// Generous: the servers boot together, and `make test` loads the
-		// machine with every other package's tests.
-		if err := auction.WaitReady(ctx, name, 150*time.Second, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
-			t.Fatalf("%v\nlast lines of its log:\n%s", err, s.LogTail(name, 15))
-		}
-	}
-
-	// PostgreSQL on a fresh copy of the template.
+// copyTemplate copies the data template for PostgreSQL into a temp dir of
+// the run, removed when the test ends.
+func (s *Stack) copyTemplate() string {
+	t := s.t
 	uid, gid, err := lookup("postgres")
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := state.TempDir(run, "pgdata")
+	data, err := state.TempDir(s.Run, "pgdata")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(data) }) // after PostgreSQL stops (cleanups run last first)
-	start = time.Now()
+	start := time.Now()
 	if err := s.Template.CopyTo(data, uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("copied the template in %v", time.Since(start).Round(time.Millisecond))
+	return data
+}
 
-	// Every server starts at once (the application servers retry the
-	// database and the broker until they answer); then each is waited for.
-	start = time.Now()
-	pgSpec, err := auction.PostgresSpec("pg", auction.PostgresSettings{DataDir: data})
+// startAll starts PostgreSQL on data, RabbitMQ (unless o names one), the
+// application servers and nginx.
+func (s *Stack) startAll(ctx context.Context, o Options, war []byte, data string) {
+	t := s.t
+	pgSpec, err := pgserver.Spec(auction.PostgresConfig("pg", data, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.DB = startServer(pgSpec).Addr(auction.PortPostgres)
+	s.DB = s.start(ctx, pgSpec).Addr(auction.PortPostgres)
 	if o.BrokerAddr != "" {
 		s.Broker = o.BrokerAddr
 	} else {
@@ -165,7 +173,7 @@ func Start(t *testing.T, o Options) *Stack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Broker = startServer(bSpec).Addr(auction.PortAMQP)
+		s.Broker = s.start(ctx, bSpec).Addr(auction.PortAMQP)
 	}
 	for i := 1; i <= o.AppServers; i++ {
 		spec, err := auction.AppServerSpec(fmt.Sprintf("app%d", i), auction.AppServerSettings{
@@ -174,27 +182,44 @@ func Start(t *testing.T, o Options) *Stack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Apps = append(s.Apps, startServer(spec).Addr(auction.PortHTTP))
+		s.Apps = append(s.Apps, s.start(ctx, spec).Addr(auction.PortHTTP))
 	}
 	webSpec, err := auction.WebSpec("web", auction.WebSettings{AppServers: s.Apps, ItemIdle: o.ItemIdle, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Web = startServer(webSpec).Addr(auction.PortHTTP)
+	s.Web = s.start(ctx, webSpec).Addr(auction.PortHTTP)
+}
 
-	wait("pg", s.DB, auction.PostgresReady)
-	if o.BrokerAddr == "" {
-		wait("broker", s.Broker, auction.BrokerReady)
+// start starts one server natively, stopped when the test ends.
+func (s *Stack) start(ctx context.Context, spec platform.Spec) platform.Server {
+	t := s.t
+	t.Helper()
+	srv, err := s.nat.Start(ctx, "stack", spec)
+	if err != nil {
+		t.Fatalf("starting %s: %v", spec.Name, err)
 	}
-	if o.NoWait {
-		return s
+	t.Cleanup(func() {
+		st := time.Now()
+		if err := srv.Stop(context.Background()); err != nil {
+			t.Errorf("stopping %s: %v", spec.Name, err)
+		}
+		if d := time.Since(st); d > 3*time.Second {
+			t.Logf("stopping %s took %v; last lines of its log:\n%s", spec.Name, d.Round(time.Millisecond), s.LogTail(spec.Name, 8))
+		}
+	})
+	s.Servers[spec.Name] = srv
+	return srv
+}
+
+// wait probes the named server at addr until it is ready; generous: the
+// servers boot together, and `make test` loads the machine with every other
+// package's tests.
+func (s *Stack) wait(ctx context.Context, name, addr string, probe func(context.Context, string) error) {
+	s.t.Helper()
+	if err := platform.WaitReady(ctx, 150*time.Second, 200*time.Millisecond, func(ctx context.Context) error { return probe(ctx, addr) }); err != nil {
+		s.t.Fatalf("%s: %v\nlast lines of its log:\n%s", name, err, s.LogTail(name, 15))
 	}
-	for i, a := range s.Apps {
-		wait(fmt.Sprintf("app%d", i+1), a, auction.AppReady)
-	}
-	wait("web", s.Web, auction.WebReady)
-	t.Logf("PostgreSQL, RabbitMQ, %d application servers and nginx ready after %v", o.AppServers, time.Since(start).Round(time.Millisecond))
-	return s
 }
 
 // checkClean fails the test when the run left processes or temp dirs.
@@ -225,7 +250,7 @@ func checkClean(t *testing.T, root string, run runid.ID) {
 }
 
 func lookup(name string) (int, int, error) {
-	u, g, err := auction.SystemUser(name)
+	u, g, err := datacache.UserIDs(name)
 	if err != nil {
 		return 0, 0, errors.New("user " + name + ": " + err.Error())
 	}

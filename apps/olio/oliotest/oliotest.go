@@ -74,7 +74,7 @@ func setup() (*Env, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e.Template, err = olio.EnsureTemplate(ctx, olio.Builder{Platform: e.Platform, Run: run,
+	e.Template, err = olio.EnsureTemplate(ctx, olio.Builder{Platform: e.Platform,
 		CacheDir: filepath.Join(root, "cache"), LogDir: e.LogDir, Log: os.Stderr}, Size)
 	if err != nil {
 		return e, err

@@ -65,35 +65,50 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 		res.Where += " (" + o + ")"
 	}
 	start := time.Now()
-	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
-	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return res, fmt.Errorf("%s: starting job container %s: %w", p.name, name, err)
-	}
-	select {
-	case w := <-waitC:
-		res.ExitCode = int(w.StatusCode)
-		if w.Error != nil {
-			return res, fmt.Errorf("%s: job %s: %s", p.name, spec.Name, w.Error.Message)
-		}
-	case err := <-errC:
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		return res, fmt.Errorf("%s: waiting for job %s: %w", p.name, spec.Name, err)
+	if res.ExitCode, err = p.runJob(ctx, s, spec.Name); err != nil {
+		return res, err
 	}
 	res.Wall = time.Since(start)
-	logs, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		return res, fmt.Errorf("%s: reading the output of job %s: %w", p.name, spec.Name, err)
+	if res.Stdout, res.Stderr, err = p.jobOutput(ctx, s, spec.Name); err != nil {
+		return res, err
 	}
-	defer logs.Close()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil {
-		return res, fmt.Errorf("%s: reading the output of job %s: %w", p.name, spec.Name, err)
-	}
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	if res.ExitCode != 0 {
 		return res, fmt.Errorf("%s: job %s exited with code %d", p.name, spec.Name, res.ExitCode)
 	}
 	return res, nil
+}
+
+// runJob starts a job's container and waits for it to exit.
+func (p *dockerPlatform) runJob(ctx context.Context, s *server, job string) (exitCode int, err error) {
+	cli := p.eng.cli
+	waitC, errC := cli.ContainerWait(ctx, s.id, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
+		return 0, fmt.Errorf("%s: starting job container %s: %w", p.name, s.name, err)
+	}
+	select {
+	case w := <-waitC:
+		if w.Error != nil {
+			return int(w.StatusCode), fmt.Errorf("%s: job %s: %s", p.name, job, w.Error.Message)
+		}
+		return int(w.StatusCode), nil
+	case err := <-errC:
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("%s: waiting for job %s: %w", p.name, job, err)
+	}
+}
+
+// jobOutput reads a finished job's stdout and stderr.
+func (p *dockerPlatform) jobOutput(ctx context.Context, s *server, job string) (stdout, stderr []byte, err error) {
+	logs, err := p.eng.cli.ContainerLogs(ctx, s.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: reading the output of job %s: %w", p.name, job, err)
+	}
+	defer logs.Close()
+	var o, e bytes.Buffer
+	if _, err := stdcopy.StdCopy(&o, &e, logs); err != nil {
+		return nil, nil, fmt.Errorf("%s: reading the output of job %s: %w", p.name, job, err)
+	}
+	return o.Bytes(), e.Bytes(), nil
 }

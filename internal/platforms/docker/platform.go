@@ -318,29 +318,9 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 	if err := p.ensureRoute(ctx); err != nil {
 		return nil, err
 	}
-	cfg, hc := p.containerConfig(trial, spec, pl, argv, cpuset)
-	name := ContainerName(p.env.Run, trial, spec.Name)
-	cli := p.eng.cli
-
-	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	s, err := p.create(ctx, trial, spec, pl, argv, cpuset)
 	if err != nil {
-		err = fmt.Errorf("%s: creating container %s from %s: %w", p.name, name, p.env.Image, err)
-		if ctx.Err() != nil {
-			// Cancelled mid-request: the daemon may have made it anyway,
-			// and may still be making it.
-			if rerr := removeHalfMade(context.WithoutCancel(ctx), cli, name); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-		}
 		return nil, err
-	}
-	s := &server{
-		eng:      p.eng,
-		id:       created.ID,
-		name:     name,
-		argv:     argv,
-		logPath:  logPath(p.env.LogDir, trial, spec.Name),
-		warnings: created.Warnings,
 	}
 	defer func() {
 		if err != nil {
@@ -349,74 +329,18 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 			}
 		}
 	}()
-
-	// Files go to the server's directory, which belongs to the container's
-	// user so that the server may keep data there. As root with no files,
-	// the WorkingDir the daemon made will do.
-	if files := spec.FilesFor(pl.listen); len(files) > 0 || spec.User != "" || (p.eng.flavor.MapOwner != nil && len(spec.Volumes) > 0) {
-		own, err := p.containerOwner(ctx, created.ID, spec.User)
-		if err != nil {
-			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
-		}
-		if err := p.ownVolumes(spec.Volumes, own); err != nil {
-			return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
-		}
-		tarball, err := filesTar(files, own)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
-		}
-		if err := cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
-			return nil, fmt.Errorf("%s: copying the files of %s into %s of container %s: %w",
-				p.name, spec.Name, platform.ContainerDir, name, err)
-		}
+	if err := p.copyFiles(ctx, s, spec, pl); err != nil {
+		return nil, err
 	}
-
-	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "address already in use") {
-			return nil, fmt.Errorf("%s: port %s on %s is already in use: %w", p.name, portList(spec, pl), pl.publishOn, err)
-		}
-		return nil, fmt.Errorf("%s: starting container %s: %w", p.name, name, err)
-	}
-
-	if !platform.IsQuickStart(ctx) {
-		if err := p.waitExit(ctx, s); err != nil {
-			return nil, err
-		}
-	}
-	insp, err := cli.ContainerInspect(ctx, created.ID)
+	insp, err := p.run(ctx, s, spec, pl)
 	if err != nil {
-		return nil, fmt.Errorf("%s: inspecting container %s: %w", p.name, name, err)
+		return nil, err
 	}
-	if insp.State != nil && !insp.State.Running {
-		return nil, p.exitError(ctx, s, spec, pl, insp.State.ExitCode)
+	if err := p.track(ctx, s, insp, cpuset); err != nil {
+		return nil, err
 	}
-	s.bridgeIP = p.eng.bridgeIP(insp)
-	if p.eng.flavor.Track != nil {
-		c := Container{ID: created.ID, Name: name, CPUSet: cpuset, CPUs: p.opt.CPUs, Memory: p.opt.MemoryBytes()}
-		if insp.State != nil {
-			c.PID = insp.State.Pid
-		}
-		if insp.NetworkSettings != nil {
-			c.SandboxKey = insp.NetworkSettings.SandboxKey
-		}
-		if s.tracker, err = p.eng.flavor.Track(ctx, c); err != nil {
-			return nil, fmt.Errorf("%s: accounting for the CPU of container %s: %w", p.name, name, err)
-		}
-	}
-	if p.kind == platform.DockerNetwork {
-		if s.bridgeIP = p.networkIP(insp); s.bridgeIP == "" {
-			return nil, fmt.Errorf("%s: container %s has no address on network %s", p.name, name, p.net.name)
-		}
-		pl.clientHost = name // resolved by the network's embedded DNS
-	}
-	if p.kind == platform.DockerBridge {
-		if s.bridgeIP == "" {
-			return nil, fmt.Errorf("%s: container %s has no address on the default bridge", p.name, name)
-		}
-		pl.clientHost = s.bridgeIP
-	}
-	if pl.clientHost == "" {
-		pl.clientHost = s.bridgeIP
+	if err := p.address(s, insp, &pl); err != nil {
+		return nil, err
 	}
 	s.addrs = make(map[string]string, len(spec.Ports))
 	for _, port := range spec.Ports {
@@ -424,6 +348,135 @@ func (p *dockerPlatform) start(ctx context.Context, trial string, spec platform.
 	}
 	s.desc = p.describe(ctx, s, spec, pl)
 	return s, nil
+}
+
+// create makes the container of spec; a create request cancelled midway
+// has what the daemon may have made removed.
+func (p *dockerPlatform) create(ctx context.Context, trial string, spec platform.Spec, pl plan, argv []string, cpuset string) (*server, error) {
+	cfg, hc := p.containerConfig(trial, spec, pl, argv, cpuset)
+	name := ContainerName(p.env.Run, trial, spec.Name)
+	created, err := p.eng.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		err = fmt.Errorf("%s: creating container %s from %s: %w", p.name, name, p.env.Image, err)
+		if ctx.Err() != nil {
+			// Cancelled mid-request: the daemon may have made it anyway,
+			// and may still be making it.
+			if rerr := removeHalfMade(context.WithoutCancel(ctx), p.eng.cli, name); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return nil, err
+	}
+	return &server{
+		eng:      p.eng,
+		id:       created.ID,
+		name:     name,
+		argv:     argv,
+		logPath:  logPath(p.env.LogDir, trial, spec.Name),
+		warnings: created.Warnings,
+	}, nil
+}
+
+// copyFiles puts the spec's files in the server's directory, which belongs
+// to the container's user so that the server may keep data there. As root
+// with no files, the WorkingDir the daemon made will do.
+func (p *dockerPlatform) copyFiles(ctx context.Context, s *server, spec platform.Spec, pl plan) error {
+	files := spec.FilesFor(pl.listen)
+	if len(files) == 0 && spec.User == "" && (p.eng.flavor.MapOwner == nil || len(spec.Volumes) == 0) {
+		return nil
+	}
+	own, err := p.containerOwner(ctx, s.id, spec.User)
+	if err != nil {
+		return fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
+	}
+	if err := p.ownVolumes(spec.Volumes, own); err != nil {
+		return fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
+	}
+	tarball, err := filesTar(files, own)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	if err := p.eng.cli.CopyToContainer(ctx, s.id, "/", bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("%s: copying the files of %s into %s of container %s: %w",
+			p.name, spec.Name, platform.ContainerDir, s.name, err)
+	}
+	return nil
+}
+
+// run starts the container and, unless the context asks for a quick start,
+// gives it time to exit at once; it returns the running container's state.
+func (p *dockerPlatform) run(ctx context.Context, s *server, spec platform.Spec, pl plan) (container.InspectResponse, error) {
+	cli := p.eng.cli
+	if err := cli.ContainerStart(ctx, s.id, container.StartOptions{}); err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "address already in use") {
+			return container.InspectResponse{}, fmt.Errorf("%s: port %s on %s is already in use: %w", p.name, portList(spec, pl), pl.publishOn, err)
+		}
+		return container.InspectResponse{}, fmt.Errorf("%s: starting container %s: %w", p.name, s.name, err)
+	}
+	if !platform.IsQuickStart(ctx) {
+		if err := p.waitExit(ctx, s); err != nil {
+			return container.InspectResponse{}, err
+		}
+	}
+	insp, err := cli.ContainerInspect(ctx, s.id)
+	if err != nil {
+		return insp, fmt.Errorf("%s: inspecting container %s: %w", p.name, s.name, err)
+	}
+	if insp.State != nil && !insp.State.Running {
+		return insp, p.exitError(ctx, s, spec, pl, insp.State.ExitCode)
+	}
+	return insp, nil
+}
+
+// track hands the container to the runtime's CPU tracker, where the
+// runtime has one.
+func (p *dockerPlatform) track(ctx context.Context, s *server, insp container.InspectResponse, cpuset string) (err error) {
+	if p.eng.flavor.Track == nil {
+		return nil
+	}
+	c := Container{ID: s.id, Name: s.name, CPUSet: cpuset, CPUs: p.opt.CPUs, Memory: p.opt.MemoryBytes()}
+	if insp.State != nil {
+		c.PID = insp.State.Pid
+	}
+	if insp.NetworkSettings != nil {
+		c.SandboxKey = insp.NetworkSettings.SandboxKey
+	}
+	if s.tracker, err = p.eng.flavor.Track(ctx, c); err != nil {
+		return fmt.Errorf("%s: accounting for the CPU of container %s: %w", p.name, s.name, err)
+	}
+	return nil
+}
+
+// address records the container's address on its network and, where the
+// plan has none, the host a client dials: the container's name on the run's
+// network (its embedded DNS), its address on the default bridge.
+func (p *dockerPlatform) address(s *server, insp container.InspectResponse, pl *plan) error {
+	s.bridgeIP = p.containerIP(insp)
+	switch p.kind {
+	case platform.DockerNetwork:
+		if s.bridgeIP == "" {
+			return fmt.Errorf("%s: container %s has no address on network %s", p.name, s.name, p.net.name)
+		}
+		pl.clientHost = s.name
+	case platform.DockerBridge:
+		if s.bridgeIP == "" {
+			return fmt.Errorf("%s: container %s has no address on the default bridge", p.name, s.name)
+		}
+		pl.clientHost = s.bridgeIP
+	}
+	if pl.clientHost == "" {
+		pl.clientHost = s.bridgeIP
+	}
+	return nil
+}
+
+// containerIP is the container's address on the platform's network: the
+// run's own network on docker-network, else the default bridge.
+func (p *dockerPlatform) containerIP(insp container.InspectResponse) string {
+	if p.kind == platform.DockerNetwork {
+		return p.networkIP(insp)
+	}
+	return p.eng.bridgeIP(insp)
 }
 
 // waitExit gives the container exitGrace to exit, so that a server that

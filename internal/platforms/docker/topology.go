@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,67 +150,14 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 		}
 	}
 	token := vmagent.NewToken()
-	listen := "0.0.0.0:" + strconv.Itoa(agentPort)
-	if s.p.kind == platform.DockerHost {
-		free, err := platform.FreePorts("127.0.0.1", 1)
-		if err != nil {
-			return err
-		}
-		listen = "127.0.0.1:" + strconv.Itoa(free[0])
+	listen, err := s.agentListen()
+	if err != nil {
+		return err
 	}
 	g.cname = ContainerName(s.p.env.Run, s.trial, g.name)
-	cfg := &container.Config{
-		Image:      s.p.env.Image,
-		Entrypoint: strslice.StrSlice{vmagent.SupervisorPath},
-		Env:        []string{vmagent.TokenEnv + "=" + token, vmagent.ListenEnv + "=" + listen},
-		WorkingDir: "/",
-		Labels: map[string]string{runid.Label: string(s.p.env.Run), runid.LabelRole: g.name,
-			LabelTrial: s.trial, LabelPlatform: s.p.name},
-		ExposedPorts: nat.PortSet{},
-	}
-	hc := s.p.hostConfig()
-	hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}}
-	var sets []string
-	mounted := map[string]string{} // target -> source
-	for _, m := range g.members {
-		if c := s.cpuset(m.Server); c != "" {
-			sets = append(sets, c)
-		}
-		for _, v := range m.Spec.Volumes {
-			// Servers of one container may share a volume (nginx and
-			// PHP-FPM see one site at one path): it is mounted once.
-			if src, ok := mounted[v.Path]; ok {
-				if src != v.HostPath {
-					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
-				}
-				continue
-			}
-			mounted[v.Path] = v.HostPath
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
-		}
-		on, err := s.publishOn(m.Server.Entry)
-		if err != nil {
-			return err
-		}
-		for _, pn := range m.Server.Ports {
-			port := nat.Port(strconv.Itoa(s.Port(m.Server.ID, pn)) + "/tcp")
-			if s.p.kind == platform.DockerHost {
-				continue
-			}
-			cfg.ExposedPorts[port] = struct{}{}
-			if on != "" {
-				if hc.PortBindings == nil {
-					hc.PortBindings = nat.PortMap{}
-				}
-				hc.PortBindings[port] = []nat.PortBinding{{HostIP: on, HostPort: port.Port()}}
-			}
-		}
-	}
-	if len(sets) == len(g.members) {
-		// Every member is confined: the container gets their union; a
-		// member without a set may use any CPU, and so may the container.
-		g.cpus = unionCPUs(sets)
-		hc.Resources.CpusetCpus = g.cpus
+	cfg, hc, err := s.supervisorConfig(g, exe, token, listen)
+	if err != nil {
+		return err
 	}
 	cli := s.p.eng.cli
 	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, g.cname)
@@ -231,13 +177,9 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	if err != nil {
 		return fmt.Errorf("inspecting container %s: %w", g.cname, err)
 	}
-	switch s.p.kind {
-	case platform.DockerHost:
-		g.ip = "127.0.0.1" // the supervisor's own control address
-	case platform.DockerNetwork:
-		g.ip = s.p.networkIP(insp)
-	default:
-		g.ip = s.p.eng.bridgeIP(insp)
+	g.ip = "127.0.0.1" // on the host network, the supervisor's own control address
+	if s.p.kind != platform.DockerHost {
+		g.ip = s.p.containerIP(insp)
 	}
 	if g.ip == "" {
 		return fmt.Errorf("container %s has no address on its network", g.cname)
@@ -249,6 +191,97 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	if err := g.agent.WaitReady(wctx); err != nil {
 		tail := (&server{eng: s.p.eng, id: g.id}).logTail(context.WithoutCancel(ctx), logTailLines)
 		return fmt.Errorf("the supervisor in container %s did not answer within %v: %w; its log:\n%s", g.cname, agentTimeout, err, indent(tail))
+	}
+	return nil
+}
+
+// agentListen is where a supervisor listens: its fixed port in the
+// container's own network namespace, or a free loopback port on the host
+// network.
+func (s *site) agentListen() (string, error) {
+	if s.p.kind != platform.DockerHost {
+		return "0.0.0.0:" + strconv.Itoa(agentPort), nil
+	}
+	free, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(free[0]), nil
+}
+
+// supervisorConfig is the create request of a group's container: the
+// supervisor as its command (the nearnative binary mounted read-only),
+// every member's volumes once, the members' ports, and the union of their
+// CPU sets when every member is confined.
+func (s *site) supervisorConfig(g *group, exe, token, listen string) (*container.Config, *container.HostConfig, error) {
+	cfg := &container.Config{
+		Image:      s.p.env.Image,
+		Entrypoint: strslice.StrSlice{vmagent.SupervisorPath},
+		Env:        []string{vmagent.TokenEnv + "=" + token, vmagent.ListenEnv + "=" + listen},
+		WorkingDir: "/",
+		Labels: map[string]string{runid.Label: string(s.p.env.Run), runid.LabelRole: g.name,
+			LabelTrial: s.trial, LabelPlatform: s.p.name},
+		ExposedPorts: nat.PortSet{},
+	}
+	hc := s.p.hostConfig()
+	hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: exe, Target: vmagent.SupervisorPath, ReadOnly: true}}
+	var sets []string
+	mounted := map[string]string{} // target -> source
+	for _, m := range g.members {
+		if c := s.cpuset(m.Server); c != "" {
+			sets = append(sets, c)
+		}
+		if err := mountOnce(hc, mounted, g.cname, m.Spec.Volumes); err != nil {
+			return nil, nil, err
+		}
+		if err := s.exposeMember(cfg, hc, m); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(sets) == len(g.members) {
+		// Every member is confined: the container gets their union; a
+		// member without a set may use any CPU, and so may the container.
+		g.cpus = unionCPUs(sets)
+		hc.Resources.CpusetCpus = g.cpus
+	}
+	return cfg, hc, nil
+}
+
+// mountOnce adds volumes to hc; servers of one container may share a
+// volume (nginx and PHP-FPM see one site at one path): it is mounted once.
+func mountOnce(hc *container.HostConfig, mounted map[string]string, cname string, vols []platform.Volume) error {
+	for _, v := range vols {
+		if src, ok := mounted[v.Path]; ok {
+			if src != v.HostPath {
+				return fmt.Errorf("servers of container %s mount both %s and %s at %s", cname, src, v.HostPath, v.Path)
+			}
+			continue
+		}
+		mounted[v.Path] = v.HostPath
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return nil
+}
+
+// exposeMember exposes a member's ports on the container's network and
+// publishes an entry member's on the platform's host address.
+func (s *site) exposeMember(cfg *container.Config, hc *container.HostConfig, m deploy.Member) error {
+	if s.p.kind == platform.DockerHost {
+		return nil
+	}
+	on, err := s.publishOn(m.Server.Entry)
+	if err != nil {
+		return err
+	}
+	for _, pn := range m.Server.Ports {
+		port := nat.Port(strconv.Itoa(s.Port(m.Server.ID, pn)) + "/tcp")
+		cfg.ExposedPorts[port] = struct{}{}
+		if on != "" {
+			if hc.PortBindings == nil {
+				hc.PortBindings = nat.PortMap{}
+			}
+			hc.PortBindings[port] = []nat.PortBinding{{HostIP: on, HostPort: port.Port()}}
+		}
 	}
 	return nil
 }
@@ -343,7 +376,8 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	if err != nil {
 		return nil, fmt.Errorf("server %s in container %s: %w", spec.Name, g.cname, err)
 	}
-	ss := &supervised{site: s, g: g, m: m, argv: argv, pid: pid, addrs: map[string]string{}}
+	ss := &supervised{site: s, g: g, m: m, addrs: map[string]string{}, Process: &vmagent.Process{Agent: g.agent, PID: pid, Argv: argv,
+		LogPath: logPath(s.p.env.LogDir, s.trial, spec.Name), Grace: stopTimeout * time.Second, Bound: teardownTimeout}}
 	on, err := s.publishOn(m.Server.Entry)
 	if err != nil {
 		return nil, err
@@ -428,16 +462,14 @@ func (s *site) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// supervised is a server started by a container's supervisor.
+// supervised is a server started by a container's supervisor; the
+// process side (CPU time, migrations, log tail, exit, stop) is the agent's.
 type supervised struct {
+	*vmagent.Process
 	site  *site
 	g     *group
 	m     deploy.Member
-	argv  []string
-	pid   int
 	addrs map[string]string
-	once  sync.Once
-	err   error
 }
 
 func (s *supervised) Addr(port string) string {
@@ -447,8 +479,6 @@ func (s *supervised) Addr(port string) string {
 	}
 	return a
 }
-
-func (s *supervised) Command() []string { return append([]string(nil), s.argv...) }
 
 func (s *supervised) Describe() string {
 	var ports []string
@@ -461,52 +491,7 @@ func (s *supervised) Describe() string {
 		how = "on the host network"
 	}
 	return fmt.Sprintf("process pid %d in container %s (several servers under nearnative's supervisor) %s; client to %s",
-		s.pid, s.g.cname, how, strings.Join(ports, ", "))
-}
-
-// CPUTime implements platform.CPUReporter: the CPU time of the server's
-// process tree (its living workers and what they have reaped), as the
-// container's kernel counts it.
-func (s *supervised) CPUTime(ctx context.Context) (time.Duration, error) {
-	return s.g.agent.CPUTime(ctx, s.pid)
-}
-
-// LogTail implements deploy.LogTailer.
-func (s *supervised) LogTail(ctx context.Context, lines int) string {
-	st, err := s.g.agent.Status(ctx, s.pid)
-	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
-	}
-	return lastLines(st.Tail, lines)
-}
-
-// Exited implements deploy.Exiter.
-func (s *supervised) Exited(ctx context.Context) error {
-	st, err := s.g.agent.Status(ctx, s.pid)
-	if err != nil {
-		return err
-	}
-	if !st.Running {
-		return errors.New(st.Exit)
-	}
-	return nil
-}
-
-// Stop stops the process through the supervisor and saves its output.
-func (s *supervised) Stop(ctx context.Context) error {
-	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-		defer cancel()
-		out, err := s.g.agent.Stop(ctx, s.pid, stopTimeout*time.Second)
-		if path := logPath(s.site.p.env.LogDir, s.site.trial, s.m.Spec.Name); path != "" && len(out) > 0 {
-			os.MkdirAll(filepath.Dir(path), 0o755)
-			if werr := os.WriteFile(path, out, 0o644); werr != nil {
-				err = errors.Join(err, werr)
-			}
-		}
-		s.err = err
-	})
-	return s.err
+		s.PID, s.g.cname, how, strings.Join(ports, ", "))
 }
 
 // LogTail implements deploy.LogTailer for a server's own container.
@@ -540,14 +525,6 @@ func unionCPUs(sets []string) string {
 	return topology.FormatCPUs(all)
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // Migrations implements deploy.Scheduler for a server's own container: every
 // thread of every process the engine lists in it (host PIDs).
 func (s *server) Migrations(ctx context.Context) (int64, error) {
@@ -569,9 +546,4 @@ func (s *server) Migrations(ctx context.Context) (int64, error) {
 		}
 	}
 	return n, nil
-}
-
-// Migrations implements deploy.Scheduler through the supervisor.
-func (s *supervised) Migrations(ctx context.Context) (int64, error) {
-	return s.g.agent.Migrations(ctx, s.pid)
 }

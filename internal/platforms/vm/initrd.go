@@ -67,18 +67,36 @@ func BuildInitrd(dir state.Dir, exe string, k vmprobe.Kernel) (string, error) {
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	w := &cpioWriter{w: bufio.NewWriterSize(tmp, 1<<20)}
+	if err := writeInitrd(tmp, exe, mods, libs); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	pruneInitrds(cache, keepInitrds)
+	return path, nil
+}
+
+// writeInitrd writes the initramfs to f: the device and mount points,
+// nearnative as init, the guest's modules in load order, and the shared
+// libraries nearnative needs with their directories.
+func writeInitrd(f *os.File, exe string, mods, libs []string) error {
+	w := &cpioWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	for _, d := range []string{"dev", "proc", "newroot", strings.TrimPrefix(vmagent.ModulesDir, "/")} {
 		w.dir(d)
 	}
 	w.node("dev/console", 0o020600, 5, 1)
 	if err := w.fileFrom(strings.TrimPrefix(vmagent.InitPath, "/"), exe, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	for i, m := range mods {
 		name := fmt.Sprintf("%s/%02d-%s", strings.TrimPrefix(vmagent.ModulesDir, "/"), i, filepath.Base(m))
 		if err := w.fileFrom(name, m, 0o644); err != nil {
-			return "", err
+			return err
 		}
 	}
 	made := map[string]bool{}
@@ -98,20 +116,10 @@ func BuildInitrd(dir state.Dir, exe string, k vmprobe.Kernel) (string, error) {
 	}
 	for _, l := range libs {
 		if err := w.fileFrom(strings.TrimPrefix(l, "/"), l, 0o755); err != nil {
-			return "", err
+			return err
 		}
 	}
-	if err := w.close(); err != nil {
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	pruneInitrds(cache, keepInitrds)
-	return path, nil
+	return w.close()
 }
 
 // keepInitrds is how many initramfs files (one per nearnative or test

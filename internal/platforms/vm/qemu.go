@@ -102,46 +102,14 @@ func (g *guest) start(ctx context.Context) error {
 	if g.tmp, err = state.TempDir(cfg.Run, "vm-"+cfg.Name); err != nil {
 		return err
 	}
-	drive := "file=" + cfg.Disk + ",if=virtio,format=raw,cache=writeback"
-	if !cfg.Direct {
-		overlay := filepath.Join(g.tmp, "overlay.qcow2")
-		if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-b", cfg.Disk, "-F", "raw", overlay).CombinedOutput(); err != nil {
-			return fmt.Errorf("creating the guest overlay: %w: %s", err, strings.TrimSpace(string(out)))
-		}
-		// writeback honours the guest's flushes, so storage benchmarks
-		// see real fsync costs.
-		drive = "file=" + overlay + ",if=virtio,format=qcow2,cache=writeback"
+	drive, err := g.drive(ctx)
+	if err != nil {
+		return err
 	}
 	token := randomToken()
-	mac := fmt.Sprintf("52:54:00:d5:%02x:%02x", cfg.Index/256%256, cfg.Index%256)
-	var netdev, gw string
-	if cfg.Bridge != nil {
-		if g.tap, err = newTap(cfg.Run, cfg.Bridge, cfg.Index); err != nil {
-			return err
-		}
-		g.ip = cfg.Bridge.prefix + strconv.Itoa(2+cfg.Index%250)
-		g.reach = g.ip
-		gw = cfg.Bridge.hostIP.String()
-		g.agent = vmagent.NewClient(g.ip, token)
-		netdev = "tap,id=n0,ifname=" + g.tap + ",script=no,downscript=no"
-	} else {
-		// restrict=on: the guest reaches nothing but its forwarded ports.
-		g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", cfg.ForwardOn
-		if g.reach == "" {
-			g.reach = "127.0.0.1"
-		}
-		agentPort, err := platform.FreePorts("127.0.0.1", 1)
-		if err != nil {
-			return err
-		}
-		// The agent is nearnative's own, on loopback; the servers' ports
-		// where the client host reaches this machine.
-		netdev = "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(agentPort[0]) + "-:" + strconv.Itoa(vmagent.Port)
-		for _, p := range cfg.Forward {
-			netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", g.reach, p, p)
-		}
-		g.agent = vmagent.NewClient("127.0.0.1", token)
-		g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])
+	netdev, gw, err := g.network(token)
+	if err != nil {
+		return err
 	}
 	g.qmp = filepath.Join(g.tmp, "qmp.sock")
 	// The token reaches the guest as a firmware file only root can read,
@@ -150,6 +118,70 @@ func (g *guest) start(ctx context.Context) error {
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return fmt.Errorf("writing the guest agent's token: %w", err)
 	}
+	if err := g.launch(g.qemuArgs(drive, netdev, gw, tokenFile)); err != nil {
+		return err
+	}
+	if err := g.waitBoot(ctx); err != nil {
+		return err
+	}
+	g.boot = time.Since(start)
+	return nil
+}
+
+// drive is QEMU's -drive value: the disk itself (Direct), or a qcow2
+// overlay on it in the guest's temp dir.
+func (g *guest) drive(ctx context.Context) (string, error) {
+	cfg := g.cfg
+	if cfg.Direct {
+		return "file=" + cfg.Disk + ",if=virtio,format=raw,cache=writeback", nil
+	}
+	overlay := filepath.Join(g.tmp, "overlay.qcow2")
+	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-b", cfg.Disk, "-F", "raw", overlay).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("creating the guest overlay: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	// writeback honours the guest's flushes, so storage benchmarks see real
+	// fsync costs.
+	return "file=" + overlay + ",if=virtio,format=qcow2,cache=writeback", nil
+}
+
+// network sets the guest's address, where the host reaches it and its
+// agent client, and returns QEMU's -netdev value and the guest's gateway: a
+// tap on the run's bridge, or QEMU's user-mode network with forwards.
+func (g *guest) network(token string) (netdev, gw string, err error) {
+	cfg := g.cfg
+	if cfg.Bridge != nil {
+		if g.tap, err = newTap(cfg.Run, cfg.Bridge, cfg.Index); err != nil {
+			return "", "", err
+		}
+		g.ip = cfg.Bridge.prefix + strconv.Itoa(2+cfg.Index%250)
+		g.reach = g.ip
+		g.agent = vmagent.NewClient(g.ip, token)
+		return "tap,id=n0,ifname=" + g.tap + ",script=no,downscript=no", cfg.Bridge.hostIP.String(), nil
+	}
+	// restrict=on: the guest reaches nothing but its forwarded ports.
+	g.ip, gw, g.reach = "10.0.2.15", "10.0.2.2", cfg.ForwardOn
+	if g.reach == "" {
+		g.reach = "127.0.0.1"
+	}
+	agentPort, err := platform.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		return "", "", err
+	}
+	// The agent is nearnative's own, on loopback; the servers' ports where
+	// the client host reaches this machine.
+	netdev = "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(agentPort[0]) + "-:" + strconv.Itoa(vmagent.Port)
+	for _, p := range cfg.Forward {
+		netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", g.reach, p, p)
+	}
+	g.agent = vmagent.NewClient("127.0.0.1", token)
+	g.agent.Base = "http://127.0.0.1:" + strconv.Itoa(agentPort[0])
+	return netdev, gw, nil
+}
+
+// qemuArgs is QEMU's command line for the guest.
+func (g *guest) qemuArgs(drive, netdev, gw, tokenFile string) []string {
+	cfg := g.cfg
+	mac := fmt.Sprintf("52:54:00:d5:%02x:%02x", cfg.Index/256%256, cfg.Index%256)
 	appendArgs := strings.Join([]string{
 		"console=ttyS0", "panic=-1", "loglevel=4", "rw",
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
@@ -162,7 +194,7 @@ func (g *guest) start(ctx context.Context) error {
 	if cfg.Accel == "kvm" {
 		accel, cpu = "kvm", "host"
 	}
-	args := []string{
+	return []string{
 		"-name", cfg.Name, "-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(cfg.VCPUs), "-m", strconv.FormatInt(cfg.MemMiB, 10),
 		"-nodefaults", "-display", "none", "-no-reboot",
@@ -174,6 +206,13 @@ func (g *guest) start(ctx context.Context) error {
 		"-serial", "file:" + cfg.Console,
 		"-qmp", "unix:" + g.qmp + ",server=on,wait=off",
 	}
+}
+
+// launch starts QEMU, labelled with the run, its output beside the
+// console's; the guest dies with nearnative (deathsig): an emulated guest
+// left behind would burn a core beside the next run.
+func (g *guest) launch(args []string) error {
+	cfg := g.cfg
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		return errors.New("qemu-system-x86_64 not found: apt-get install -y qemu-system-x86")
@@ -190,21 +229,26 @@ func (g *guest) start(ctx context.Context) error {
 	g.cmd.Stdout, g.cmd.Stderr = stderr, stderr
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g.cmd.Env = append(os.Environ(), runid.EnvVar+"="+string(cfg.Run))
-	// The guest dies with nearnative (deathsig): an emulated guest left
-	// behind would burn a core beside the next run.
 	proc, err := deathsig.Start(g.cmd)
 	if err != nil {
 		return fmt.Errorf("starting qemu: %w", err)
 	}
 	g.done = proc.Done()
+	return nil
+}
+
+// waitBoot waits until the guest's agent answers, or QEMU ends, or the
+// accelerator's boot timeout passes.
+func (g *guest) waitBoot(ctx context.Context) error {
 	timeout := BootTimeoutTCG
-	if cfg.Accel == "kvm" {
+	if g.cfg.Accel == "kvm" {
 		timeout = BootTimeoutKVM
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ready := make(chan error, 1)
 	go func() { ready <- g.agent.WaitReady(wctx) }()
+	var err error
 	select {
 	case err = <-ready:
 	case <-g.done:
@@ -213,9 +257,8 @@ func (g *guest) start(ctx context.Context) error {
 		return fmt.Errorf("the guest stopped while booting (%v); console:\n%s", g.cmd.ProcessState, g.consoleTail(15))
 	}
 	if err != nil {
-		return fmt.Errorf("the guest's agent did not answer within %v under %s: %w; console:\n%s", timeout, cfg.Accel, err, g.consoleTail(15))
+		return fmt.Errorf("the guest's agent did not answer within %v under %s: %w; console:\n%s", timeout, g.cfg.Accel, err, g.consoleTail(15))
 	}
-	g.boot = time.Since(start)
 	return nil
 }
 

@@ -189,31 +189,9 @@ const exePath = "/nearnative-bin"
 // engine, with nearnative's supervisor as its command.
 func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deploy.Member) error {
 	vg := g.guest
-	vg.mu.Lock()
-	if !vg.exe {
-		tmp, err := os.MkdirTemp("", "nn-exe-")
-		if err != nil {
-			vg.mu.Unlock()
-			return err
-		}
-		// The copy keeps the directory's mode: readable by the servers'
-		// users, as /usr/local/bin would be.
-		os.Chmod(tmp, 0o755)
-		defer os.RemoveAll(tmp)
-		if err := os.Link(s.p.Exe, filepath.Join(tmp, "nearnative")); err != nil {
-			b, rerr := os.ReadFile(s.p.Exe)
-			if rerr != nil || os.WriteFile(filepath.Join(tmp, "nearnative"), b, 0o755) != nil {
-				vg.mu.Unlock()
-				return fmt.Errorf("staging the nearnative binary for guest %d: %w", vg.index, errors.Join(err, rerr))
-			}
-		}
-		if err := vg.g.agent.Put(ctx, tmp, exePath); err != nil {
-			vg.mu.Unlock()
-			return err
-		}
-		vg.exe = true
+	if err := s.stageExe(ctx, vg); err != nil {
+		return err
 	}
-	vg.mu.Unlock()
 	free, err := platform.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		return err
@@ -228,32 +206,11 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 	} else {
 		args = append(args, "-e", vmagent.ListenEnv+"=0.0.0.0:7977", "-p", vg.g.ip+":"+strconv.Itoa(ap)+":7977")
 	}
-	mounted := map[string]string{} // container path -> host tree
-	for _, m := range members {
-		for i, v := range m.Spec.Volumes {
-			// Servers of one container may share a volume (nginx and
-			// PHP-FPM see one site at one path): copied and mounted once.
-			if src, ok := mounted[v.Path]; ok {
-				if src != v.HostPath {
-					return fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
-				}
-				continue
-			}
-			mounted[v.Path] = v.HostPath
-			gp := volumePath(m.Spec.Name, i)
-			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
-				return err
-			}
-			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
-		}
-		if s.p.kind != KindDockerHost {
-			for _, pn := range m.Server.Ports {
-				ps := strconv.Itoa(s.Port(m.Server.ID, pn))
-				args = append(args, "-p", vg.g.ip+":"+ps+":"+ps)
-			}
-		}
+	memberArgs, err := s.supervisorMembers(ctx, g, members)
+	if err != nil {
+		return err
 	}
-	args = append(args, s.p.env.Image)
+	args = append(append(args, memberArgs...), s.p.env.Image)
 	if _, err := vg.d.docker(ctx, args...); err != nil {
 		return err
 	}
@@ -268,6 +225,68 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 		return fmt.Errorf("the supervisor in container %s of guest %d did not answer: %w; its log: %s%s", g.cname, vg.index, err, logs.Stdout, logs.Stderr)
 	}
 	return nil
+}
+
+// stageExe copies the nearnative binary into the guest once, for its
+// supervisors.
+func (s *vmSite) stageExe(ctx context.Context, vg *vmGuest) error {
+	vg.mu.Lock()
+	defer vg.mu.Unlock()
+	if vg.exe {
+		return nil
+	}
+	tmp, err := os.MkdirTemp("", "nn-exe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The copy keeps the directory's mode: readable by the servers' users,
+	// as /usr/local/bin would be.
+	os.Chmod(tmp, 0o755)
+	if err := os.Link(s.p.Exe, filepath.Join(tmp, "nearnative")); err != nil {
+		b, rerr := os.ReadFile(s.p.Exe)
+		if rerr != nil || os.WriteFile(filepath.Join(tmp, "nearnative"), b, 0o755) != nil {
+			return fmt.Errorf("staging the nearnative binary for guest %d: %w", vg.index, errors.Join(err, rerr))
+		}
+	}
+	if err := vg.g.agent.Put(ctx, tmp, exePath); err != nil {
+		return err
+	}
+	vg.exe = true
+	return nil
+}
+
+// supervisorMembers copies the members' volumes into the guest and
+// returns the docker run options that mount them (once each: servers of
+// one container may share a volume, as nginx and PHP-FPM see one site at
+// one path) and publish the members' ports on the guest's address.
+func (s *vmSite) supervisorMembers(ctx context.Context, g *vmGroup, members []deploy.Member) ([]string, error) {
+	vg := g.guest
+	var args []string
+	mounted := map[string]string{} // container path -> host tree
+	for _, m := range members {
+		for i, v := range m.Spec.Volumes {
+			if src, ok := mounted[v.Path]; ok {
+				if src != v.HostPath {
+					return nil, fmt.Errorf("servers of container %s mount both %s and %s at %s", g.cname, src, v.HostPath, v.Path)
+				}
+				continue
+			}
+			mounted[v.Path] = v.HostPath
+			gp := volumePath(m.Spec.Name, i)
+			if err := s.putVolumes(ctx, vg, platform.Spec{Name: m.Spec.Name, Volumes: []platform.Volume{v}}, func(int, platform.Volume) string { return gp }); err != nil {
+				return nil, err
+			}
+			args = append(args, "-v", gp+":"+v.Path+roSuffix(v))
+		}
+		if s.p.kind != KindDockerHost {
+			for _, pn := range m.Server.Ports {
+				ps := strconv.Itoa(s.Port(m.Server.ID, pn))
+				args = append(args, "-p", vg.g.ip+":"+ps+":"+ps)
+			}
+		}
+	}
+	return args, nil
 }
 
 // roSuffix is the -v option's suffix of a read-only volume.
@@ -354,7 +373,7 @@ func (s *vmSite) startProc(ctx context.Context, vg *vmGuest, m deploy.Member, cp
 	if err != nil {
 		return nil, fmt.Errorf("server %s in guest %d: %w", spec.Name, vg.index, err)
 	}
-	return &guestProc{site: s, vg: vg, agent: vg.g.agent, m: m, argv: argv, pid: pid, host: vg.g.reach,
+	return &guestProc{site: s, vg: vg, m: m, host: vg.g.reach, Process: &vmagent.Process{Agent: vg.g.agent, PID: pid, Argv: argv, LogPath: s.logPath(spec.Name), Grace: StopTimeout, Bound: StopTimeout + 30*time.Second},
 		where: fmt.Sprintf("process pid %d in guest %d, %s", pid, vg.index, s.p.where(vg.g))}, nil
 }
 
@@ -428,7 +447,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 		g.ip = f[2]
 	}
 	g.started = append(g.started, spec.Name)
-	return &guestProc{site: s, vg: vg, agent: vg.g.agent, m: m, argv: argv, pid: pid, host: vg.g.reach, container: g,
+	return &guestProc{site: s, vg: vg, m: m, host: vg.g.reach, own: g, Process: &vmagent.Process{Agent: vg.g.agent, PID: pid, Argv: argv, LogPath: s.logPath(spec.Name), Grace: StopTimeout, Bound: StopTimeout + 30*time.Second},
 		where: fmt.Sprintf("container %s (pid %d) at %s in the Docker engine of guest %d, %s", g.cname, pid, g.ip, vg.index, s.p.where(vg.g))}, nil
 }
 
@@ -453,7 +472,7 @@ func (s *vmSite) startSupervised(ctx context.Context, g *vmGroup, m deploy.Membe
 		return nil, fmt.Errorf("server %s in container %s of guest %d: %w", spec.Name, g.cname, g.guest.index, err)
 	}
 	g.started = append(g.started, spec.Name)
-	return &guestProc{site: s, vg: g.guest, agent: g.agent, m: m, argv: argv, pid: pid, host: g.guest.g.reach, container: g, supervised: true,
+	return &guestProc{site: s, vg: g.guest, m: m, host: g.guest.g.reach, Process: &vmagent.Process{Agent: g.agent, PID: pid, Argv: argv, LogPath: s.logPath(spec.Name), Grace: StopTimeout, Bound: StopTimeout + 30*time.Second},
 		where: fmt.Sprintf("process pid %d in container %s (several servers under nearnative's supervisor) in the Docker engine of guest %d, %s", pid, g.cname, g.guest.index, s.p.where(g.guest.g))}, nil
 }
 
@@ -548,20 +567,28 @@ func (s *vmSite) Close(ctx context.Context) error {
 }
 
 // guestProc is a server in a guest: a process of the guest, a container of
-// its engine, or a process under a container's supervisor.
+// its engine, or a process under a container's supervisor. Its process
+// side is the agent's (the guest's, or the supervisor's), but for a
+// container of its own, whose log, exit and stop are the guest engine's.
 type guestProc struct {
-	site       *vmSite
-	vg         *vmGuest
-	agent      *vmagent.Client // the guest's agent, or the supervisor's
-	m          deploy.Member
-	argv       []string
-	pid        int
-	host       string // where the host reaches its ports
-	container  *vmGroup
-	supervised bool
-	where      string
-	once       sync.Once
-	err        error
+	*vmagent.Process
+	site  *vmSite
+	vg    *vmGuest
+	m     deploy.Member
+	host  string   // where the host reaches its ports
+	own   *vmGroup // the server's own container, if it has one
+	where string
+	once  sync.Once
+	err   error
+}
+
+// logPath is where a server's output goes when it stops ("" without a log
+// directory).
+func (s *vmSite) logPath(name string) string {
+	if s.p.env.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(s.p.env.LogDir, s.trial+"-"+name+".log")
 }
 
 // Addr is the host-side address: the guest's, where vm-docker publishes
@@ -569,8 +596,6 @@ type guestProc struct {
 func (s *guestProc) Addr(port string) string {
 	return deploy.JoinPort(s.host, s.site.Port(s.m.Server.ID, port))
 }
-
-func (s *guestProc) Command() []string { return append([]string(nil), s.argv...) }
 
 func (s *guestProc) Describe() string {
 	var ports []string
@@ -581,51 +606,29 @@ func (s *guestProc) Describe() string {
 	return s.where + "; ports " + strings.Join(ports, ", ")
 }
 
-// CPUTime implements platform.CPUReporter: the server's process tree (a
-// container's main process and its descendants) as the guest's kernel
-// counts it.
-func (s *guestProc) CPUTime(ctx context.Context) (time.Duration, error) {
-	return s.agent.CPUTime(ctx, s.pid)
-}
-
 // LogTail implements deploy.LogTailer.
 func (s *guestProc) LogTail(ctx context.Context, lines int) string {
-	if s.container != nil && !s.supervised {
-		r, err := s.vg.d.docker(ctx, "logs", "--tail", strconv.Itoa(lines), s.container.cname)
-		if err != nil {
-			return fmt.Sprintf("(logs unavailable: %v)", err)
-		}
-		return string(r.Stdout) + string(r.Stderr)
+	if s.own == nil {
+		return s.Process.LogTail(ctx, lines)
 	}
-	st, err := s.agent.Status(ctx, s.pid)
+	r, err := s.vg.d.docker(ctx, "logs", "--tail", strconv.Itoa(lines), s.own.cname)
 	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
+		return fmt.Sprintf("(logs unavailable: %v)", err)
 	}
-	lns := strings.Split(strings.TrimRight(st.Tail, "\n"), "\n")
-	if len(lns) > lines {
-		lns = lns[len(lns)-lines:]
-	}
-	return strings.Join(lns, "\n")
+	return string(r.Stdout) + string(r.Stderr)
 }
 
 // Exited implements deploy.Exiter.
 func (s *guestProc) Exited(ctx context.Context) error {
-	if s.container != nil && !s.supervised {
-		r, err := s.vg.d.docker(ctx, "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", s.container.cname)
-		if err != nil {
-			return err
-		}
-		if f := strings.Fields(string(r.Stdout)); len(f) == 2 && f[0] != "true" {
-			return fmt.Errorf("container %s exited with code %s", s.container.cname, f[1])
-		}
-		return nil
+	if s.own == nil {
+		return s.Process.Exited(ctx)
 	}
-	st, err := s.agent.Status(ctx, s.pid)
+	r, err := s.vg.d.docker(ctx, "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", s.own.cname)
 	if err != nil {
 		return err
 	}
-	if !st.Running {
-		return errors.New(st.Exit)
+	if f := strings.Fields(string(r.Stdout)); len(f) == 2 && f[0] != "true" {
+		return fmt.Errorf("container %s exited with code %s", s.own.cname, f[1])
 	}
 	return nil
 }
@@ -633,23 +636,13 @@ func (s *guestProc) Exited(ctx context.Context) error {
 // Stop stops the server and keeps its output in the run's log directory.
 // A container of its own goes when the site closes (with its log).
 func (s *guestProc) Stop(ctx context.Context) error {
+	if s.own == nil {
+		return s.Process.Stop(ctx)
+	}
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StopTimeout+30*time.Second)
 		defer cancel()
-		if s.container != nil && !s.supervised {
-			_, s.err = s.vg.d.docker(ctx, "stop", "-t", "2", s.container.cname)
-			return
-		}
-		out, err := s.agent.Stop(ctx, s.pid, StopTimeout)
-		if len(out) > 0 {
-			os.WriteFile(filepath.Join(s.site.p.env.LogDir, s.site.trial+"-"+s.m.Spec.Name+".log"), out, 0o644)
-		}
-		s.err = err
+		_, s.err = s.vg.d.docker(ctx, "stop", "-t", "2", s.own.cname)
 	})
 	return s.err
-}
-
-// Migrations implements deploy.Scheduler: the guest's view (vCPUs).
-func (s *guestProc) Migrations(ctx context.Context) (int64, error) {
-	return s.agent.Migrations(ctx, s.pid)
 }

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	app "github.com/nearnative/nearnative/apps/auction"
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver"
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/qos"
 	"github.com/nearnative/nearnative/internal/search"
@@ -129,7 +131,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 	defer os.RemoveAll(dataDir)
-	uid, gid, err := app.SystemUser("postgres")
+	uid, gid, err := datacache.UserIDs(pgserver.SystemUser)
 	if err != nil {
 		return res, err
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	app "github.com/nearnative/nearnative/apps/auction"
+	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/topology"
 )
@@ -59,11 +60,7 @@ func (s stack) topology() topology.Topology {
 		{
 			Name: RoleDB, Ports: []string{app.PortPostgres}, Ready: probe(app.PostgresReady), ReadyTimeout: dbReady,
 			Spec: func(id topology.ServerID, _ topology.Peers) (platform.Spec, error) {
-				return app.PostgresSpec(id.Name(), app.PostgresSettings{
-					DataDir:        s.dataDir,
-					Volumes:        []platform.Volume{{HostPath: s.dataDir, Path: s.dataDir, Own: true}},
-					MaxConnections: s.maxConnections(),
-				})
+				return pgserver.Spec(app.PostgresConfig(id.Name(), s.dataDir, s.maxConnections()))
 			},
 		},
 		{

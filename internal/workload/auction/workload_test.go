@@ -110,8 +110,14 @@ func TestTopology(t *testing.T) {
 		t.Errorf("db volumes %+v: want the trial's copy at the same path everywhere, owned by postgres", spec.Volumes)
 	}
 	argv := strings.Join(spec.Command(listenOf(spec)), " ")
-	if !strings.Contains(argv, "-D /tmp/nn-x-pgdata") || !strings.Contains(argv, "max_connections=55") {
-		t.Errorf("postgres %s: want the copy and 3 x 15 + 10 connections", argv)
+	var conf string
+	for _, f := range spec.Files {
+		if f.Path == "postgresql.conf" {
+			conf = string(f.Content)
+		}
+	}
+	if !strings.Contains(argv, " /tmp/nn-x-pgdata ") || !strings.Contains(conf, "max_connections = 55\n") {
+		t.Errorf("postgres %s with\n%s: want the copy and 3 x 15 + 10 connections", argv, conf)
 	}
 	web, _ := topo.Role(RoleWeb)
 	if !slices.Equal(web.After, []string{RoleApp}) || !web.Entry {

@@ -279,44 +279,16 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	defer stop(&err)
 	res.Commands = append(res.Commands, fmt.Sprintf("driver: %d connections, open loop, GET %s", in.connections, tg.url))
 
-	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		return in.step(ctx, t, st, tg)
-	}
-	cfg := in.searchConfig(t.Duration)
-	if cfg.Tolerance > search.DefaultTolerance {
-		fmt.Fprintf(t.Log, "%s: a quick search: stops within %g%% (Weathervane: %g%%), %v coarse and %v fine decision intervals, at most %d steps\n",
-			t.Name, cfg.Tolerance*100, search.DefaultTolerance*100, min(in.coarse, t.Duration), t.Duration, cfg.MaxSteps)
-	}
-	sr, err := search.Run(ctx, cfg, t.Steps, exec)
+	sr, err := in.findMax(ctx, t, tg)
 	if err != nil {
 		return res, err
-	}
-	if tg.check != nil {
-		if err := tg.check(ctx); err != nil {
-			return res, fmt.Errorf("%w: %w", errTopologyGone, err)
-		}
-	}
-	if !sr.Found && sr.Reason == search.ReasonStepCap {
-		return res, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
-	}
-	if !sr.Found {
-		return res, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
-			in.limit, cfg.Min, maxTailInterval, tailSamples, lastSummary(sr.Steps))
 	}
 	if n := cliffNote(t.ClientHost(), sr.Steps); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
-	// The figures at the maximum come from its (last) passing step: the
-	// verification, or the best pass when the search hit its step cap.
-	var atMax search.Step
-	for _, st := range sr.Steps {
-		if st.Pass && st.Value == sr.Max {
-			atMax = st
-		}
-	}
-	var d stepDetail
-	if err := json.Unmarshal(atMax.Detail, &d); err != nil {
-		return res, fmt.Errorf("reading the record of the step at the maximum: %w", err)
+	d, err := atMax(sr)
+	if err != nil {
+		return res, err
 	}
 	res.Values = map[string]float64{
 		MetricMaxRate:   sr.Max,
@@ -334,26 +306,81 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 			return res, err
 		}
 	}
+	res.Notes = append(res.Notes, maxNotes(sr, d, tg)...)
+	return res, nil
+}
+
+// findMax runs the find-max search over request rates against tg and
+// checks that the servers lived through it; a search that found no rate
+// is an error saying why.
+func (in *Instance) findMax(ctx context.Context, t workload.Trial, tg *target) (search.Result, error) {
+	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
+		return in.step(ctx, t, st, tg)
+	}
+	cfg := in.searchConfig(t.Duration)
+	if cfg.Tolerance > search.DefaultTolerance {
+		fmt.Fprintf(t.Log, "%s: a quick search: stops within %g%% (Weathervane: %g%%), %v coarse and %v fine decision intervals, at most %d steps\n",
+			t.Name, cfg.Tolerance*100, search.DefaultTolerance*100, min(in.coarse, t.Duration), t.Duration, cfg.MaxSteps)
+	}
+	sr, err := search.Run(ctx, cfg, t.Steps, exec)
+	if err != nil {
+		return sr, err
+	}
+	if tg.check != nil {
+		if err := tg.check(ctx); err != nil {
+			return sr, fmt.Errorf("%w: %w", errTopologyGone, err)
+		}
+	}
+	if !sr.Found && sr.Reason == search.ReasonStepCap {
+		return sr, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
+	}
+	if !sr.Found {
+		return sr, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
+			in.limit, cfg.Min, maxTailInterval, tailSamples, lastSummary(sr.Steps))
+	}
+	return sr, nil
+}
+
+// atMax is the record of the (last) passing step at the maximum: the
+// verification, or the best pass when the search hit its step cap.
+func atMax(sr search.Result) (stepDetail, error) {
+	var at search.Step
+	for _, st := range sr.Steps {
+		if st.Pass && st.Value == sr.Max {
+			at = st
+		}
+	}
+	var d stepDetail
+	if err := json.Unmarshal(at.Detail, &d); err != nil {
+		return d, fmt.Errorf("reading the record of the step at the maximum: %w", err)
+	}
+	return d, nil
+}
+
+// maxNotes say how the search ended and what the machine, the driver and
+// the servers did at the maximum.
+func maxNotes(sr search.Result, d stepDetail, tg *target) []string {
+	var notes []string
 	if sr.Resumed > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
+		notes = append(notes, fmt.Sprintf("the search resumed from %d stored steps of an interrupted attempt", sr.Resumed))
 	}
 	if c, ok := sr.CeilingOf(MetricMaxRate); ok {
-		res.Notes = append(res.Notes, c.Note())
+		notes = append(notes, c.Note())
 	} else if sr.Reason != search.ReasonVerified {
-		res.Notes = append(res.Notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
+		notes = append(notes, "search ended: "+sr.Reason+": the maximum is the best pass, not verified")
 	}
 	if d.Saturation.Saturated {
-		res.Notes = append(res.Notes, "the driver may have been the bottleneck at the maximum: "+strings.Join(d.Saturation.Reasons, "; "))
+		notes = append(notes, "the driver may have been the bottleneck at the maximum: "+strings.Join(d.Saturation.Reasons, "; "))
 	}
 	if n := saturatedSteps(sr.Steps); n > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
+		notes = append(notes, fmt.Sprintf("the driver's own checks flagged it in %d of %d steps (see the steps' records)", n, len(sr.Steps)))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and %s %.0f%% of one CPU",
+	notes = append(notes, fmt.Sprintf("at the maximum %.0f req/s: p50 %.3g ms, p99 %.3g ms (from the send: %.3g ms), %d of %d sent late; machine %.0f%% busy, the driver %.0f%% and %s %.0f%% of one CPU",
 		sr.Max, d.P50Ms, d.P99Ms, d.ServiceP99, d.Late, d.Due, d.MachineBusy*100, d.DriverCPU, tg.servers, d.ServerCPU))
 	if n := othersBusy(sr.Steps); n > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and the servers used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
+		notes = append(notes, fmt.Sprintf("in %d of %d steps the machine was over 90%% busy while the driver and the servers used less than half of it: other processes competed for the CPUs", n, len(sr.Steps)))
 	}
-	return res, nil
+	return notes
 }
 
 // A p99 judged on few requests is one of their largest: on 100 it is their

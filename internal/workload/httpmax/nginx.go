@@ -3,6 +3,7 @@ package httpmax
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 // PagePath is the static page nginx serves.
@@ -96,21 +98,15 @@ func WaitReady(ctx context.Context, url string, size int, timeout time.Duration)
 // waitReady GETs the page until nginx serves it whole: an open port is not
 // readiness (Docker's userland proxy accepts before the container listens).
 func waitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
-	var last error
-	for {
-		last = getOnce(ctx, c, url, size)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nginx did not serve %s within %v: %w", url, timeout, last)
-		case <-time.After(50 * time.Millisecond):
-		}
+	err := ready.Loop{Timeout: timeout, Every: 50 * time.Millisecond}.Wait(ctx, func(ctx context.Context) error {
+		return getOnce(ctx, c, url, size)
+	})
+	var te *ready.TimeoutError
+	if errors.As(err, &te) {
+		return fmt.Errorf("nginx did not serve %s within %v: %w", url, timeout, te.Last)
 	}
+	return err
 }
 
 func getOnce(ctx context.Context, c *http.Client, url string, size int) error {

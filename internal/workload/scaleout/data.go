@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver/respc"
 	"github.com/nearnative/nearnative/internal/platform"
@@ -32,9 +31,10 @@ import (
 // versions of redis-server and nutcracker it keys the cache.
 const LoaderVersion = 1
 
-// CacheRoot is where the loaded key spaces are kept, like the workload
-// image's build cache: delete it to reclaim the space.
-func CacheRoot() string { return filepath.Join(state.Home().Root, "cache", Name) }
+// CacheRoot is where the loaded key spaces are kept (internal/datacache,
+// whose rules they follow), like the workload image's build cache: delete
+// it to reclaim the space.
+func CacheRoot() string { return datacache.New(state.Home(), Name).Dir }
 
 // Cache is a loaded key space: the baseline's AOF directory (every key) and
 // each shard's (the keys twemproxy sends to it), as Redis left them after a
@@ -109,7 +109,7 @@ type Loader struct {
 		platform.Platform
 		deploy.Backend
 	}
-	// Run labels the build directory and the servers.
+	// Run labels the servers.
 	Run runid.ID
 	// Root is the cache root (CacheRoot() by default).
 	Root string
@@ -140,55 +140,20 @@ func (l Loader) Ensure(ctx context.Context, s Settings) (*Cache, error) {
 		return nil, err
 	}
 	key := CacheKey(s, rv, pv)
-	dir := filepath.Join(l.Root, key)
-	if c, err := openCache(dir); err == nil {
-		return c, nil
-	}
-	if err := os.MkdirAll(l.Root, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the data cache %s: %w", l.Root, err)
-	}
-	unlock, err := state.LockFile(ctx, filepath.Join(l.Root, key+".lock"), nil)
+	c := &Cache{}
+	c.Dir, _, err = datacache.Cache{Dir: l.Root}.Ensure(ctx, key, &c.Meta, func(ctx context.Context, dir string) (any, error) {
+		l.logf("%s: loading %d keys into the baseline's Redis and through twemproxy into %d shards (once; cached in %s)", Name, s.Keyspace, s.Redis, l.Root)
+		meta, err := l.build(ctx, dir, s)
+		if err != nil {
+			return nil, err
+		}
+		meta.Key, meta.RedisVersion, meta.ProxyVersion = key, rv, pv
+		l.logf("%s: cache %s: %d keys; baseline %d, shards %v; load %v, AOF on %v, whole build %v, %s on disk", Name, key, s.Keyspace,
+			meta.BaseKeys, meta.ShardKeys, meta.Load.Round(time.Millisecond), meta.AOF.Round(time.Millisecond), meta.Total.Round(time.Millisecond), gib(meta.Bytes))
+		return meta, nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if c, err := openCache(dir); err == nil {
-		return c, nil // another run loaded it while we waited
-	}
-	stale, _ := filepath.Glob(filepath.Join(l.Root, ".build-"+key+"-*"))
-	for _, s := range stale {
-		os.RemoveAll(s)
-	}
-	l.logf("%s: loading %d keys into the baseline's Redis and through twemproxy into %d shards (once; cached in %s)", Name, s.Keyspace, s.Redis, dir)
-	build := filepath.Join(l.Root, ".build-"+key+"-"+string(l.Run))
-	meta, err := l.build(ctx, build, s)
-	if err != nil {
-		os.RemoveAll(build)
 		return nil, fmt.Errorf("%s: loading the key space: %w", Name, err)
-	}
-	meta.Key, meta.RedisVersion, meta.ProxyVersion = key, rv, pv
-	mb, _ := json.MarshalIndent(meta, "", "  ")
-	if err := os.WriteFile(filepath.Join(build, "meta.json"), mb, 0o644); err != nil {
-		os.RemoveAll(build)
-		return nil, fmt.Errorf("%s: writing the cache's meta.json: %w", Name, err)
-	}
-	if err := os.Rename(build, dir); err != nil {
-		os.RemoveAll(build)
-		return nil, fmt.Errorf("%s: keeping the cache: %w", Name, err)
-	}
-	l.logf("%s: cache %s: %d keys; baseline %d, shards %v; load %v, AOF on %v, whole build %v, %s on disk", Name, key, s.Keyspace,
-		meta.BaseKeys, meta.ShardKeys, meta.Load.Round(time.Millisecond), meta.AOF.Round(time.Millisecond), meta.Total.Round(time.Millisecond), gib(meta.Bytes))
-	return openCache(dir)
-}
-
-func openCache(dir string) (*Cache, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err != nil {
-		return nil, err
-	}
-	c := &Cache{Dir: dir}
-	if err := json.Unmarshal(b, &c.Meta); err != nil {
-		return nil, fmt.Errorf("%s: cache %s: meta.json: %w", Name, dir, err)
 	}
 	return c, nil
 }
@@ -230,39 +195,11 @@ func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error)
 		return m, err
 	}
 	m.Load = time.Since(t0)
-	if m.BaseKeys, err = dbsize(ctx, base); err != nil {
+	if err := countKeys(ctx, s, base, shards, &m); err != nil {
 		return m, err
 	}
-	if m.BaseKeys != s.Keyspace {
-		return m, fmt.Errorf("the baseline's Redis holds %d keys after loading %d", m.BaseKeys, s.Keyspace)
-	}
-	var sum int64
-	for i, a := range shards {
-		n, err := dbsize(ctx, a)
-		if err != nil {
-			return m, err
-		}
-		m.ShardKeys = append(m.ShardKeys, n)
-		sum += n
-		if n == 0 {
-			return m, fmt.Errorf("twemproxy sent no key to shard %s of %d keys", ShardName(i), s.Keyspace)
-		}
-	}
-	if sum != s.Keyspace {
-		return m, fmt.Errorf("the shards hold %d keys after loading %d through twemproxy", sum, s.Keyspace)
-	}
 	t1 := time.Now()
-	var wg sync.WaitGroup
-	aofErrs := make([]error, len(shards)+1)
-	for i, a := range append([]string{base}, shards...) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			aofErrs[i] = aofOn(ctx, a)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(aofErrs...); err != nil {
+	if err := allAOFOn(ctx, append([]string{base}, shards...)); err != nil {
 		return m, err
 	}
 	m.AOF = time.Since(t1)
@@ -273,10 +210,53 @@ func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error)
 		if _, err := os.Stat(filepath.Join(p, AOFDirName, "appendonly.aof.manifest")); err != nil {
 			return m, fmt.Errorf("no AOF manifest after the loading servers stopped: %w", err)
 		}
-		m.Bytes += dirBytes(filepath.Join(p, AOFDirName))
+		n, _, _ := datacache.Size(filepath.Join(p, AOFDirName))
+		m.Bytes += n
 	}
 	m.Total = time.Since(start)
 	return m, nil
+}
+
+// countKeys checks that the baseline holds every key and the shards
+// together hold every key, each some, and records the counts in m.
+func countKeys(ctx context.Context, s Settings, base string, shards []string, m *Meta) (err error) {
+	if m.BaseKeys, err = dbsize(ctx, base); err != nil {
+		return err
+	}
+	if m.BaseKeys != s.Keyspace {
+		return fmt.Errorf("the baseline's Redis holds %d keys after loading %d", m.BaseKeys, s.Keyspace)
+	}
+	var sum int64
+	for i, a := range shards {
+		n, err := dbsize(ctx, a)
+		if err != nil {
+			return err
+		}
+		m.ShardKeys = append(m.ShardKeys, n)
+		sum += n
+		if n == 0 {
+			return fmt.Errorf("twemproxy sent no key to shard %s of %d keys", ShardName(i), s.Keyspace)
+		}
+	}
+	if sum != s.Keyspace {
+		return fmt.Errorf("the shards hold %d keys after loading %d through twemproxy", sum, s.Keyspace)
+	}
+	return nil
+}
+
+// allAOFOn turns the AOF on at every address at once.
+func allAOFOn(ctx context.Context, addrs []string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(addrs))
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = aofOn(ctx, a)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // loadWriters and loadBatch shape the loader's traffic: a few connections
@@ -364,19 +344,6 @@ func aofOn(ctx context.Context, addr string) error {
 	}
 }
 
-func dirBytes(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err == nil && !e.IsDir() {
-			if fi, err := e.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
-
 // Copy gives one trial its own copy of the cache: for the baseline's Redis
 // and each shard a directory labelled with the run (removed by cleanup if
 // the run dies) holding a copy of its AOF directory. The base files, which
@@ -426,40 +393,12 @@ func (c *Cache) Copy(run runid.ID, trial string) (_ Data, remove func() error, e
 
 // copyAOF copies an AOF directory, hard-linking its base files.
 func copyAOF(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(src)
+	_, err := datacache.CopyTree(src, dst, datacache.CopyOptions{UID: -1, RootMode: 0o755, FileMode: 0o644,
+		Link: func(rel string) bool { return strings.Contains(rel, ".base.") }})
 	if err != nil {
 		return fmt.Errorf("%s: the cached AOF directory: %w", Name, err)
 	}
-	for _, e := range entries {
-		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		if strings.Contains(e.Name(), ".base.") && os.Link(from, to) == nil {
-			continue
-		}
-		if err := copyFile(from, to); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", from, err)
-	}
-	return out.Close()
 }
 
 // diskAvailable is the free space of the file system holding dir (or its

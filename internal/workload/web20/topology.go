@@ -174,7 +174,7 @@ func (in *Instance) template(ctx context.Context, t workload.Trial) (*olio.Templ
 	if cache == "" {
 		cache = olio.CacheDir(state.Home())
 	}
-	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, Run: t.Run, CacheDir: cache,
+	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, CacheDir: cache,
 		LogDir: filepath.Join(filepath.Dir(t.RawDir), "logs"), Log: t.Log}, in.s.dataSize())
 }
 
