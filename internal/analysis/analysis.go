@@ -365,13 +365,8 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 		ps := pairs(base, vals)
 		c.Ratio = stats.Ratio{N: len(ps), Ratio: stats.MeanRatio(ps), Lo: nan, Hi: nan, HalfWidthPct: nan}
 	default:
-		ps := pairs(base, vals)
-		so := o.Stats
-		if tab.Quantile > 0 {
-			so.Statistic = stats.TailStatistic
-		}
-		c.Ratio = stats.PairedRatio(ps, so)
-		c.Verdict, c.NoVerdict = judge(tab, c.Ratio, o.MinPairs)
+		c.Ratio = stats.PairedRatio(pairs(base, vals), statsFor(o.Stats, tab.Quantile))
+		c.Verdict, c.NoVerdict = verdictOf(c.Ratio, c.Ratio.N, o.MinPairs, tab.HigherIsBetter, tab.Quantile, minSamples(vals, base, false))
 	}
 	if !c.IsBaseline && (c.AtCeiling > 0 || c.BaseCeiling) {
 		// A lower bound over a value, or a value over a lower bound, is no
@@ -389,9 +384,12 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 	}
 	if tab.Quantile > 0 {
 		c.MinSamples = minSamples(vals, base, c.IsBaseline)
-		if c.NoVerdict == "" && !c.IsBaseline && c.Verdict != VerdictNA && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(tab.Quantile) {
-			c.NoVerdict = fmt.Sprintf("%s<%d", quantileName(tab.Quantile), stats.MinTailSamples(tab.Quantile))
-			c.Verdict = c.NoVerdict
+		if tab.Diagnostic && !c.IsBaseline {
+			// A diagnostic percentile has no verdict, but still says when
+			// too few observations stand behind it.
+			if why := tooFewSamples(tab.Quantile, c.MinSamples); why != "" {
+				c.Verdict, c.NoVerdict = why, why
+			}
 		}
 	}
 	if !tab.Diagnostic {
@@ -407,18 +405,47 @@ func ceilingText(vals map[int]point) string {
 	return c.CeilingText()
 }
 
-// judge returns the verdict of a ratio of a result table, or the reason it
-// has none.
-func judge(tab Table, r stats.Ratio, minPairs int) (verdict, noVerdict string) {
+// verdictOf applies the verdict rules to a ratio with n values behind it
+// (counted pairs, or for an unpaired comparison the smaller run's counted
+// trials): no verdict from fewer than minPairs, none without a finite
+// interval, none for a q-quantile (q > 0) some of whose values rest on
+// fewer than stats.MinTailSamples(q) observations (minSamples, 0 when
+// unknown). It returns the verdict and, when the rules refuse one, why
+// ("n<5", "p99<1000"; the verdict is then that short form too).
+func verdictOf(r stats.Ratio, n, minPairs int, higherIsBetter bool, q float64, minSamples int64) (verdict, noVerdict string) {
 	switch {
-	case r.N < minPairs:
+	case n < minPairs:
 		why := fmt.Sprintf("n<%d", minPairs)
 		return why, why
-	case math.IsNaN(r.Lo) || math.IsNaN(r.Hi):
+	case !isFinite(r.Lo) || !isFinite(r.Hi):
 		return VerdictNA, ""
 	}
-	return r.Verdict(tab.HigherIsBetter), ""
+	if why := tooFewSamples(q, minSamples); why != "" {
+		return why, why
+	}
+	return r.Verdict(higherIsBetter), ""
 }
+
+// tooFewSamples is "p99<1000" when a q-quantile rests on fewer than
+// stats.MinTailSamples(q) observations in some trial (minSamples > 0),
+// else "".
+func tooFewSamples(q float64, minSamples int64) string {
+	if q <= 0 || minSamples <= 0 || minSamples >= stats.MinTailSamples(q) {
+		return ""
+	}
+	return fmt.Sprintf("%s<%d", quantileName(q), stats.MinTailSamples(q))
+}
+
+// statsFor is o for a mean metric, and o with the tail statistic for a
+// percentile (q > 0).
+func statsFor(o stats.Options, q float64) stats.Options {
+	if q > 0 {
+		o.Statistic = stats.TailStatistic
+	}
+	return o
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // quantileName is "p99" for 0.99, "p99.9" for 0.999.
 func quantileName(q float64) string {

@@ -279,7 +279,7 @@ old spellings, still work and say so.)
 		RunE: func(c *cobra.Command, args []string) error {
 			type output struct {
 				flag, path string
-				write      func(io.Writer, htmlreport.ExportInput) error
+				write      func(io.Writer, report.ExportInput) error
 			}
 			var outs []output
 			oldSpelling(a.stderr, c, "csv", "--format csv -o FILE")
@@ -289,15 +289,15 @@ old spellings, still work and say so.)
 				return withCode(ExitBadInput, errors.New("--csv and --json are the old spellings of --format and -o: give one or the other"))
 			case csvOut != "" || jsonOut != "":
 				if csvOut != "" {
-					outs = append(outs, output{"--csv", csvOut, htmlreport.WriteCSV})
+					outs = append(outs, output{"--csv", csvOut, report.WriteCSV})
 				}
 				if jsonOut != "" {
-					outs = append(outs, output{"--json", jsonOut, htmlreport.WriteJSON})
+					outs = append(outs, output{"--json", jsonOut, report.WriteJSON})
 				}
 			case format == "csv":
-				outs = append(outs, output{"-o", outPath, htmlreport.WriteCSV})
+				outs = append(outs, output{"-o", outPath, report.WriteCSV})
 			case format == "json":
-				outs = append(outs, output{"-o", outPath, htmlreport.WriteJSON})
+				outs = append(outs, output{"-o", outPath, report.WriteJSON})
 			default:
 				return withCode(ExitBadInput, fmt.Errorf("--format %q: want csv or json", format))
 			}
@@ -311,7 +311,7 @@ old spellings, still work and say so.)
 			if err != nil {
 				return err
 			}
-			in := htmlreport.ExportInput{Run: s.run, Trials: s.trials, Study: s.study}
+			in := report.ExportInput{Run: s.run, Trials: s.trials, Study: s.study}
 			var files []outFile
 			for _, o := range outs {
 				data, err := renderTo(func(w io.Writer) error { return o.write(w, in) })
@@ -395,7 +395,7 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 			}
 			defer db.Close()
 			var runs []storedRun
-			var data []htmlreport.RunData
+			var data []analysis.RunData
 			seen := map[string]string{}
 			for _, ref := range args {
 				s, err := a.loadRun(ctx, db, ref)
@@ -407,9 +407,9 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 				}
 				seen[string(s.run.ID)] = ref
 				runs = append(runs, s)
-				data = append(data, htmlreport.RunData{Run: s.run, Trials: s.trials})
+				data = append(data, analysis.RunData{Run: s.run, Trials: s.trials})
 			}
-			o := htmlreport.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
+			o := analysis.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
 			if st := runs[0].study; st != nil {
 				o.MinPairs = st.MinPairs
 				o.Platforms = st.PlatformNames()
@@ -417,14 +417,14 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 					o.Workloads = append(o.Workloads, w.Name)
 				}
 			}
-			cmp, err := htmlreport.Compare(data, o)
+			cmp, err := analysis.Compare(data, o)
 			if err != nil {
-				if errors.Is(err, htmlreport.ErrNothingInCommon) {
+				if errors.Is(err, analysis.ErrNothingInCommon) {
 					return withCode(ExitBadInput, fmt.Errorf("%w: nothing to compare", err))
 				}
 				return err
 			}
-			if err := htmlreport.CompareText(a.stdout, cmp); err != nil {
+			if err := report.CompareText(a.stdout, cmp); err != nil {
 				return err
 			}
 			if threshold < 0 {
