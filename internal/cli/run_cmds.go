@@ -273,7 +273,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
 		},
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
-		Host: func(env platform.Env) (platform.Platform, error) {
+		Host: func(env platform.Env) (workload.HostPlatform, error) {
 			return native.Beside("host", env, a.dir)
 		},
 		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,

@@ -102,7 +102,7 @@ type Config struct {
 	// Host opens the native platform for the topology roles that run
 	// beside the driver, on the client host env.Client (once per client
 	// host); nil leaves workload.Trial.Host nil.
-	Host func(env platform.Env) (platform.Platform, error)
+	Host func(env platform.Env) (workload.HostPlatform, error)
 	// NoWait makes the run fail with a *state.BusyError instead of waiting
 	// when another run holds the machine's measuring lock.
 	NoWait bool
@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		}
 	}
 
-	hosts := map[host.Host]platform.Platform{}
+	hosts := map[host.Host]workload.HostPlatform{}
 	defer func() {
 		for _, h := range hosts {
 			if c, ok := h.(platform.Closer); ok {
@@ -371,7 +371,7 @@ type runner struct {
 	env       platform.Env
 	// hosts holds the platform of the roles beside the driver, one per
 	// client host, opened on first use.
-	hosts    map[host.Host]platform.Platform
+	hosts    map[host.Host]workload.HostPlatform
 	rawDir   string
 	failures map[string]int  // consecutive failures per unit
 	stopped  map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
@@ -492,7 +492,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	}
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Round: round, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
-		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
+		RawDir: e.rawDir, LogDir: e.env.LogDir, Log: progressWriter{e.cfg.Progress},
 		Host: beside, Client: client,
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
@@ -564,7 +564,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 // beside returns the platform of the topology roles that run beside the
 // driver on client host c (on this machine's loopback when c is nil),
 // opening it on first use; nil without cfg.Host.
-func (e *runner) beside(c host.Host) (platform.Platform, error) {
+func (e *runner) beside(c host.Host) (workload.HostPlatform, error) {
 	if e.cfg.Host == nil {
 		return nil, nil
 	}

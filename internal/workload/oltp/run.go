@@ -16,7 +16,6 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -82,11 +81,10 @@ func (in *Instance) roles(copies []string) []topology.Role {
 // instances on the trial's platform, drives them, and reads the figures.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	host, ok := t.Host.(*native.Platform)
-	if !ok {
+	if t.Host == nil {
 		return res, errors.New("the oltp workload builds its database template through the native platform, and the engine provided none")
 	}
-	tmpl, err := in.template(ctx, t, host, &res)
+	tmpl, err := in.template(ctx, t, &res)
 	if err != nil {
 		return res, err
 	}
@@ -144,13 +142,12 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 
 // template returns the dataset's template, building it first when the
 // cache has none, and notes which it is.
-func (in *Instance) template(ctx context.Context, t workload.Trial, host *native.Platform, res *workload.Result) (dvdstore.Template, error) {
-	logDir := filepath.Join(filepath.Dir(t.RawDir), "logs")
+func (in *Instance) template(ctx context.Context, t workload.Trial, res *workload.Result) (dvdstore.Template, error) {
 	cache := templateCache()
 	if in.cache != nil {
 		cache = *in.cache
 	}
-	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: host, LogDir: logDir, Log: t.Log}, in.dataset)
+	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: t.Host, LogDir: t.LogDir, Log: t.Log}, in.dataset)
 	if err != nil {
 		return tmpl, fmt.Errorf("the DVD Store database %s: %w", in.dataset, err)
 	}
