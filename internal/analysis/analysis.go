@@ -196,73 +196,38 @@ type point struct {
 	ceiling string
 }
 
+// counted is what Analyse gathers from the trials before it computes the
+// tables: every counted value by (workload, metric, platform) and round,
+// each metric's description and the platforms that ran emulated.
+type counted struct {
+	values   map[key]map[int]point // values[key][round]
+	meta     map[[2]string]store.Metric
+	emulated map[string]bool
+}
+
 // Analyse computes the result from trials.
 func Analyse(trials []store.Trial, o Options) Result {
 	o = o.withDefaults()
 	res := Result{Baseline: o.Baseline, Failed: map[string]int{}, MinPairs: o.MinPairs, OutsideCPUMax: o.OutsideCPUMax}
-	values := map[key]map[int]point{} // values[key][round]
-	meta := map[[2]string]store.Metric{}
-	rounds := map[int]bool{}
-	emulated := map[string]bool{}
-	for _, t := range trials {
-		for _, w := range t.Where {
-			if strings.Contains(w, EmulatedMark) {
-				emulated[t.Platform] = true
-			}
-		}
-		if t.Warmup {
-			continue
-		}
-		if t.Error != "" {
-			res.Failed[t.Workload+"/"+t.Platform]++
-			continue
-		}
-		res.Counted++
-		rounds[t.Round] = true
-		ceilings := trialCeilings(t)
-		for _, m := range t.Metrics {
-			k := key{t.Workload, m.Name, t.Platform}
-			if values[k] == nil {
-				values[k] = map[int]point{}
-			}
-			values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
-			md := meta[[2]string{t.Workload, m.Name}]
-			m.Diagnostic = m.Diagnostic || md.Diagnostic
-			meta[[2]string{t.Workload, m.Name}] = m
-			if m.Name == OutsideMetric && m.Value > o.OutsideCPUMax {
-				res.Disturbed = append(res.Disturbed, Disturbed{t.Round, t.Workload, t.Platform, m.Value})
-			}
-		}
-		res.noteTrial(t)
-	}
-	res.Rounds = len(rounds)
+	cd := res.count(trials, o)
 	workloads := order(o.Workloads, func(yield func(string)) {
-		for k := range values {
+		for k := range cd.values {
 			yield(k.w)
 		}
 	})
 	platforms := order(o.Platforms, func(yield func(string)) {
-		for k := range values {
+		for k := range cd.values {
 			yield(k.p)
 		}
 	})
 	methods := map[stats.Method]bool{}
 	for _, w := range workloads {
 		for _, m := range metricOrder(trials, w) {
-			md := meta[[2]string{w, m}]
-			tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter, Quantile: md.Quantile,
-				Diagnostic: md.Diagnostic || o.Diagnostic(w, m)}
-			base := values[key{w, m, o.Baseline}]
-			for _, p := range platforms {
-				vals := values[key{w, m, p}]
-				if vals == nil {
-					continue
-				}
-				c := res.cell(tab, p, base, vals, emulated[p], o)
+			tab := res.table(w, m, platforms, cd, o)
+			for _, c := range tab.Cells {
 				if !c.IsBaseline && !tab.Diagnostic && c.Verdict != VerdictNA && c.NoVerdict == "" {
 					methods[c.Ratio.Method] = true
 				}
-				tab.Cells = append(tab.Cells, c)
 			}
 			// A metric only warm-up or failed trials reported has no
 			// counted value: no table.
@@ -280,8 +245,63 @@ func Analyse(trials []store.Trial, o Options) Result {
 			res.Methods = append(res.Methods, m)
 		}
 	}
-	res.runWarnings(platforms, emulated)
+	res.runWarnings(platforms, cd.emulated)
 	return res
+}
+
+// count gathers the counted trials' values (warm-up and failed trials
+// left out; failures counted in res.Failed), the rounds, the disturbed
+// trials and each trial's own warnings.
+func (res *Result) count(trials []store.Trial, o Options) counted {
+	cd := counted{values: map[key]map[int]point{}, meta: map[[2]string]store.Metric{}, emulated: map[string]bool{}}
+	rounds := map[int]bool{}
+	for _, t := range trials {
+		for _, w := range t.Where {
+			if strings.Contains(w, EmulatedMark) {
+				cd.emulated[t.Platform] = true
+			}
+		}
+		if t.Warmup {
+			continue
+		}
+		if t.Error != "" {
+			res.Failed[t.Workload+"/"+t.Platform]++
+			continue
+		}
+		res.Counted++
+		rounds[t.Round] = true
+		ceilings := trialCeilings(t)
+		for _, m := range t.Metrics {
+			k := key{t.Workload, m.Name, t.Platform}
+			if cd.values[k] == nil {
+				cd.values[k] = map[int]point{}
+			}
+			cd.values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
+			md := cd.meta[[2]string{t.Workload, m.Name}]
+			m.Diagnostic = m.Diagnostic || md.Diagnostic
+			cd.meta[[2]string{t.Workload, m.Name}] = m
+			if m.Name == OutsideMetric && m.Value > o.OutsideCPUMax {
+				res.Disturbed = append(res.Disturbed, Disturbed{t.Round, t.Workload, t.Platform, m.Value})
+			}
+		}
+		res.noteTrial(t)
+	}
+	res.Rounds = len(rounds)
+	return cd
+}
+
+// table is workload w's metric m across the platforms that measured it.
+func (res *Result) table(w, m string, platforms []string, cd counted, o Options) Table {
+	md := cd.meta[[2]string{w, m}]
+	tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter, Quantile: md.Quantile,
+		Diagnostic: md.Diagnostic || o.Diagnostic(w, m)}
+	base := cd.values[key{w, m, o.Baseline}]
+	for _, p := range platforms {
+		if vals := cd.values[key{w, m, p}]; vals != nil {
+			tab.Cells = append(tab.Cells, res.cell(tab, p, base, vals, cd.emulated[p], o))
+		}
+	}
+	return tab
 }
 
 // TrialCeilings maps each metric of a trial that a find-max search left at
