@@ -388,62 +388,68 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 				}
 				threshold = v
 			}
-			ctx := c.Context()
-			db, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			var runs []storedRun
-			var data []analysis.RunData
-			seen := map[string]string{}
-			for _, ref := range args {
-				s, err := a.loadRun(ctx, db, ref)
-				if err != nil {
-					return err
-				}
-				if prev, ok := seen[string(s.run.ID)]; ok {
-					return withCode(ExitBadInput, fmt.Errorf("%q and %q are the same run %s", prev, ref, s.run.ID))
-				}
-				seen[string(s.run.ID)] = ref
-				runs = append(runs, s)
-				data = append(data, analysis.RunData{Run: s.run, Trials: s.trials})
-			}
-			o := analysis.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
-			if st := runs[0].study; st != nil {
-				o.MinPairs = st.MinPairs
-				o.Platforms = st.PlatformNames()
-				for _, w := range st.Workloads {
-					o.Workloads = append(o.Workloads, w.Name)
-				}
-			}
-			cmp, err := analysis.Compare(data, o)
-			if err != nil {
-				if errors.Is(err, analysis.ErrNothingInCommon) {
-					return withCode(ExitBadInput, fmt.Errorf("%w: nothing to compare", err))
-				}
-				return err
-			}
-			if err := report.CompareText(a.stdout, cmp); err != nil {
-				return err
-			}
-			if threshold < 0 {
-				return nil
-			}
-			slower := cmp.Slower(threshold)
-			if len(slower) == 0 {
-				fmt.Fprintf(a.stdout, "\nno primary metric is significantly worse by more than %g%%\n", threshold)
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "\nsignificantly worse by more than %g%%:\n", threshold)
-			for _, s := range slower {
-				fmt.Fprintf(a.stdout, "  %s\n", s)
-			}
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%d primary metric(s) significantly worse by more than %g%% (--fail-if-slower)", len(slower), threshold)}
+			return a.compare(c.Context(), args, threshold)
 		},
 	}
 	c.Flags().StringVar(&failIfSlower, "fail-if-slower", "", "exit 1 when a primary metric is significantly worse than in the first run by more than this percentage, e.g. 5%")
 	return c
+}
+
+// compare prints the comparison of the runs refs name and, with a
+// threshold (>= 0, --fail-if-slower), fails when a later run is
+// significantly worse by more than it.
+func (a *app) compare(ctx context.Context, refs []string, threshold float64) error {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var runs []storedRun
+	var data []analysis.RunData
+	seen := map[string]string{}
+	for _, ref := range refs {
+		s, err := a.loadRun(ctx, db, ref)
+		if err != nil {
+			return err
+		}
+		if prev, ok := seen[string(s.run.ID)]; ok {
+			return withCode(ExitBadInput, fmt.Errorf("%q and %q are the same run %s", prev, ref, s.run.ID))
+		}
+		seen[string(s.run.ID)] = ref
+		runs = append(runs, s)
+		data = append(data, analysis.RunData{Run: s.run, Trials: s.trials})
+	}
+	o := analysis.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
+	if st := runs[0].study; st != nil {
+		o.MinPairs = st.MinPairs
+		o.Platforms = st.PlatformNames()
+		for _, w := range st.Workloads {
+			o.Workloads = append(o.Workloads, w.Name)
+		}
+	}
+	cmp, err := analysis.Compare(data, o)
+	if err != nil {
+		if errors.Is(err, analysis.ErrNothingInCommon) {
+			return withCode(ExitBadInput, fmt.Errorf("%w: nothing to compare", err))
+		}
+		return err
+	}
+	if err := report.CompareText(a.stdout, cmp); err != nil {
+		return err
+	}
+	if threshold < 0 {
+		return nil
+	}
+	slower := cmp.Slower(threshold)
+	if len(slower) == 0 {
+		fmt.Fprintf(a.stdout, "\nno primary metric is significantly worse by more than %g%%\n", threshold)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "\nsignificantly worse by more than %g%%:\n", threshold)
+	for _, s := range slower {
+		fmt.Fprintf(a.stdout, "  %s\n", s)
+	}
+	return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%d primary metric(s) significantly worse by more than %g%% (--fail-if-slower)", len(slower), threshold)}
 }
 
 // traces reads the find-max steps of every trial of s that searched (none

@@ -67,15 +67,15 @@ func (a *app) platformsCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			engine := &platformset.Engine{}
-			defer engine.Close()
-			ref, imgErr := a.imageRef(ctx, engine, imageRef)
+			docker := &platformset.Engine{}
+			defer docker.Close()
+			ref, imgErr := a.imageRef(ctx, docker, imageRef)
 			env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "PLATFORM\tSTATUS\tWHAT IT IS")
 			for _, info := range platform.Builtin() {
 				status := "available"
-				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, engine)
+				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, docker)
 				if err == nil {
 					if ch, ok := p.(platform.Checker); ok {
 						err = ch.Check(ctx)
