@@ -275,7 +275,6 @@ func readClients(t workload.Trial, plan Plan, outs []clientOutcome, res *workloa
 	return perContainer, total, late, errs
 }
 
-
 // startServers starts the plan's server endpoints at once.
 func (in *Instance) startServers(ctx context.Context, t workload.Trial, plan Plan) ([]platform.Server, error) {
 	servers := make([]platform.Server, len(plan.Servers))
