@@ -18,7 +18,6 @@ import (
 	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )
@@ -115,7 +114,7 @@ func EstimateBytes(d Dataset) int64 {
 type Builder struct {
 	// Platform runs the build's PostgreSQL (as the postgres user, labelled
 	// with the run, swept by cleanup).
-	Platform *native.Platform
+	Platform platform.Platform
 	// LogDir is the platform's log directory (the run's logs/): a failed
 	// build quotes the tail of the server's log from there.
 	LogDir string

@@ -133,6 +133,17 @@ func run() error {
 	fmt.Printf("<!-- respbench on %s, %s, redis-server natively at %s (CPUs %s), clients on CPUs %s, load average at start %s -->\n\n",
 		host, time.Now().UTC().Format(time.RFC3339), addr, orAny(o.serverCPU), orAny(o.clientCPU), loadavg())
 	fmt.Printf("### %d connections, pipeline %d, 1-byte values, %d keys (preloaded), %v runs\n\n", o.clients, o.pipeline, o.keyspace, o.duration)
+	if err := table(ctx, o, addr); err != nil {
+		return err
+	}
+	fmt.Printf("\n<!-- load average at the end %s -->\n", loadavg())
+	return nil
+}
+
+// table measures both tools, each command, o.reps times in a rotating
+// order, and prints a Markdown row per repetition and command and the
+// means of our driver over redis-benchmark.
+func table(ctx context.Context, o options, addr string) error {
 	fmt.Println("| rep | command | redis-benchmark cmd/s | ours cmd/s | ours / redis-benchmark | redis-benchmark CPU us/cmd | ours CPU us/cmd | ours / redis-benchmark |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	type cell struct{ rate, cpu float64 }
@@ -171,7 +182,6 @@ func run() error {
 		fmt.Printf("- %s: mean of ours / redis-benchmark over %d repetitions: throughput %.3f, CPU per command %.3f\n",
 			strings.ToUpper(cmd), o.reps, s[0]/float64(o.reps), s[1]/float64(o.reps))
 	}
-	fmt.Printf("\n<!-- load average at the end %s -->\n", loadavg())
 	return nil
 }
 

@@ -196,73 +196,38 @@ type point struct {
 	ceiling string
 }
 
+// counted is what Analyse gathers from the trials before it computes the
+// tables: every counted value by (workload, metric, platform) and round,
+// each metric's description and the platforms that ran emulated.
+type counted struct {
+	values   map[key]map[int]point // values[key][round]
+	meta     map[[2]string]store.Metric
+	emulated map[string]bool
+}
+
 // Analyse computes the result from trials.
 func Analyse(trials []store.Trial, o Options) Result {
 	o = o.withDefaults()
 	res := Result{Baseline: o.Baseline, Failed: map[string]int{}, MinPairs: o.MinPairs, OutsideCPUMax: o.OutsideCPUMax}
-	values := map[key]map[int]point{} // values[key][round]
-	meta := map[[2]string]store.Metric{}
-	rounds := map[int]bool{}
-	emulated := map[string]bool{}
-	for _, t := range trials {
-		for _, w := range t.Where {
-			if strings.Contains(w, EmulatedMark) {
-				emulated[t.Platform] = true
-			}
-		}
-		if t.Warmup {
-			continue
-		}
-		if t.Error != "" {
-			res.Failed[t.Workload+"/"+t.Platform]++
-			continue
-		}
-		res.Counted++
-		rounds[t.Round] = true
-		ceilings := trialCeilings(t)
-		for _, m := range t.Metrics {
-			k := key{t.Workload, m.Name, t.Platform}
-			if values[k] == nil {
-				values[k] = map[int]point{}
-			}
-			values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
-			md := meta[[2]string{t.Workload, m.Name}]
-			m.Diagnostic = m.Diagnostic || md.Diagnostic
-			meta[[2]string{t.Workload, m.Name}] = m
-			if m.Name == OutsideMetric && m.Value > o.OutsideCPUMax {
-				res.Disturbed = append(res.Disturbed, Disturbed{t.Round, t.Workload, t.Platform, m.Value})
-			}
-		}
-		res.noteTrial(t)
-	}
-	res.Rounds = len(rounds)
+	cd := res.count(trials, o)
 	workloads := order(o.Workloads, func(yield func(string)) {
-		for k := range values {
+		for k := range cd.values {
 			yield(k.w)
 		}
 	})
 	platforms := order(o.Platforms, func(yield func(string)) {
-		for k := range values {
+		for k := range cd.values {
 			yield(k.p)
 		}
 	})
 	methods := map[stats.Method]bool{}
 	for _, w := range workloads {
 		for _, m := range metricOrder(trials, w) {
-			md := meta[[2]string{w, m}]
-			tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter, Quantile: md.Quantile,
-				Diagnostic: md.Diagnostic || o.Diagnostic(w, m)}
-			base := values[key{w, m, o.Baseline}]
-			for _, p := range platforms {
-				vals := values[key{w, m, p}]
-				if vals == nil {
-					continue
-				}
-				c := res.cell(tab, p, base, vals, emulated[p], o)
+			tab := res.table(w, m, platforms, cd, o)
+			for _, c := range tab.Cells {
 				if !c.IsBaseline && !tab.Diagnostic && c.Verdict != VerdictNA && c.NoVerdict == "" {
 					methods[c.Ratio.Method] = true
 				}
-				tab.Cells = append(tab.Cells, c)
 			}
 			// A metric only warm-up or failed trials reported has no
 			// counted value: no table.
@@ -280,8 +245,63 @@ func Analyse(trials []store.Trial, o Options) Result {
 			res.Methods = append(res.Methods, m)
 		}
 	}
-	res.runWarnings(platforms, emulated)
+	res.runWarnings(platforms, cd.emulated)
 	return res
+}
+
+// count gathers the counted trials' values (warm-up and failed trials
+// left out; failures counted in res.Failed), the rounds, the disturbed
+// trials and each trial's own warnings.
+func (res *Result) count(trials []store.Trial, o Options) counted {
+	cd := counted{values: map[key]map[int]point{}, meta: map[[2]string]store.Metric{}, emulated: map[string]bool{}}
+	rounds := map[int]bool{}
+	for _, t := range trials {
+		for _, w := range t.Where {
+			if strings.Contains(w, EmulatedMark) {
+				cd.emulated[t.Platform] = true
+			}
+		}
+		if t.Warmup {
+			continue
+		}
+		if t.Error != "" {
+			res.Failed[t.Workload+"/"+t.Platform]++
+			continue
+		}
+		res.Counted++
+		rounds[t.Round] = true
+		ceilings := trialCeilings(t)
+		for _, m := range t.Metrics {
+			k := key{t.Workload, m.Name, t.Platform}
+			if cd.values[k] == nil {
+				cd.values[k] = map[int]point{}
+			}
+			cd.values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
+			md := cd.meta[[2]string{t.Workload, m.Name}]
+			m.Diagnostic = m.Diagnostic || md.Diagnostic
+			cd.meta[[2]string{t.Workload, m.Name}] = m
+			if m.Name == OutsideMetric && m.Value > o.OutsideCPUMax {
+				res.Disturbed = append(res.Disturbed, Disturbed{t.Round, t.Workload, t.Platform, m.Value})
+			}
+		}
+		res.noteTrial(t)
+	}
+	res.Rounds = len(rounds)
+	return cd
+}
+
+// table is workload w's metric m across the platforms that measured it.
+func (res *Result) table(w, m string, platforms []string, cd counted, o Options) Table {
+	md := cd.meta[[2]string{w, m}]
+	tab := Table{Workload: w, Metric: m, Unit: md.Unit, HigherIsBetter: md.HigherIsBetter, Quantile: md.Quantile,
+		Diagnostic: md.Diagnostic || o.Diagnostic(w, m)}
+	base := cd.values[key{w, m, o.Baseline}]
+	for _, p := range platforms {
+		if vals := cd.values[key{w, m, p}]; vals != nil {
+			tab.Cells = append(tab.Cells, res.cell(tab, p, base, vals, cd.emulated[p], o))
+		}
+	}
+	return tab
 }
 
 // TrialCeilings maps each metric of a trial that a find-max search left at
@@ -365,13 +385,8 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 		ps := pairs(base, vals)
 		c.Ratio = stats.Ratio{N: len(ps), Ratio: stats.MeanRatio(ps), Lo: nan, Hi: nan, HalfWidthPct: nan}
 	default:
-		ps := pairs(base, vals)
-		so := o.Stats
-		if tab.Quantile > 0 {
-			so.Statistic = stats.TailStatistic
-		}
-		c.Ratio = stats.PairedRatio(ps, so)
-		c.Verdict, c.NoVerdict = judge(tab, c.Ratio, o.MinPairs)
+		c.Ratio = stats.PairedRatio(pairs(base, vals), statsFor(o.Stats, tab.Quantile))
+		c.Verdict, c.NoVerdict = verdictOf(c.Ratio, c.Ratio.N, o.MinPairs, tab.HigherIsBetter, tab.Quantile, minSamples(vals, base, false))
 	}
 	if !c.IsBaseline && (c.AtCeiling > 0 || c.BaseCeiling) {
 		// A lower bound over a value, or a value over a lower bound, is no
@@ -389,9 +404,12 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 	}
 	if tab.Quantile > 0 {
 		c.MinSamples = minSamples(vals, base, c.IsBaseline)
-		if c.NoVerdict == "" && !c.IsBaseline && c.Verdict != VerdictNA && c.MinSamples > 0 && c.MinSamples < stats.MinTailSamples(tab.Quantile) {
-			c.NoVerdict = fmt.Sprintf("%s<%d", quantileName(tab.Quantile), stats.MinTailSamples(tab.Quantile))
-			c.Verdict = c.NoVerdict
+		if tab.Diagnostic && !c.IsBaseline {
+			// A diagnostic percentile has no verdict, but still says when
+			// too few observations stand behind it.
+			if why := tooFewSamples(tab.Quantile, c.MinSamples); why != "" {
+				c.Verdict, c.NoVerdict = why, why
+			}
 		}
 	}
 	if !tab.Diagnostic {
@@ -407,18 +425,47 @@ func ceilingText(vals map[int]point) string {
 	return c.CeilingText()
 }
 
-// judge returns the verdict of a ratio of a result table, or the reason it
-// has none.
-func judge(tab Table, r stats.Ratio, minPairs int) (verdict, noVerdict string) {
+// verdictOf applies the verdict rules to a ratio with n values behind it
+// (counted pairs, or for an unpaired comparison the smaller run's counted
+// trials): no verdict from fewer than minPairs, none without a finite
+// interval, none for a q-quantile (q > 0) some of whose values rest on
+// fewer than stats.MinTailSamples(q) observations (minSamples, 0 when
+// unknown). It returns the verdict and, when the rules refuse one, why
+// ("n<5", "p99<1000"; the verdict is then that short form too).
+func verdictOf(r stats.Ratio, n, minPairs int, higherIsBetter bool, q float64, minSamples int64) (verdict, noVerdict string) {
 	switch {
-	case r.N < minPairs:
+	case n < minPairs:
 		why := fmt.Sprintf("n<%d", minPairs)
 		return why, why
-	case math.IsNaN(r.Lo) || math.IsNaN(r.Hi):
+	case !isFinite(r.Lo) || !isFinite(r.Hi):
 		return VerdictNA, ""
 	}
-	return r.Verdict(tab.HigherIsBetter), ""
+	if why := tooFewSamples(q, minSamples); why != "" {
+		return why, why
+	}
+	return r.Verdict(higherIsBetter), ""
 }
+
+// tooFewSamples is "p99<1000" when a q-quantile rests on fewer than
+// stats.MinTailSamples(q) observations in some trial (minSamples > 0),
+// else "".
+func tooFewSamples(q float64, minSamples int64) string {
+	if q <= 0 || minSamples <= 0 || minSamples >= stats.MinTailSamples(q) {
+		return ""
+	}
+	return fmt.Sprintf("%s<%d", quantileName(q), stats.MinTailSamples(q))
+}
+
+// statsFor is o for a mean metric, and o with the tail statistic for a
+// percentile (q > 0).
+func statsFor(o stats.Options, q float64) stats.Options {
+	if q > 0 {
+		o.Statistic = stats.TailStatistic
+	}
+	return o
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // quantileName is "p99" for 0.99, "p99.9" for 0.999.
 func quantileName(q float64) string {

@@ -40,6 +40,12 @@ state directory; 'down' removes everything the cluster made on the host.`,
   nearnative run redis --platforms native,k8s-pod,k8s-service
   nearnative cluster down`,
 	}
+	c.AddCommand(a.clusterUpCmd(), a.clusterDownCmd(), a.clusterStatusCmd())
+	return c
+}
+
+// clusterUpCmd is `nearnative cluster up`.
+func (a *app) clusterUpCmd() *cobra.Command {
 	var noImage bool
 	var imageRef string
 	up := &cobra.Command{
@@ -61,13 +67,13 @@ state directory; 'down' removes everything the cluster made on the host.`,
 			defer release()
 			o := cluster.UpOptions{Log: a.stderr}
 			if !noImage {
-				engine := &platformset.Engine{}
-				defer engine.Close()
-				ref, err := a.imageRef(ctx, engine, imageRef)
+				docker := &platformset.Engine{}
+				defer docker.Close()
+				ref, err := a.imageRef(ctx, docker, imageRef)
 				if err != nil {
 					return withCode(ExitUnavailable, fmt.Errorf("%w (or pass --no-image)", err))
 				}
-				eng, _ := engine.Get(ctx)
+				eng, _ := docker.Get(ctx)
 				o.Images = []string{ref}
 				o.Save = func(ctx context.Context, ref string) (io.ReadCloser, error) {
 					return eng.API().ImageSave(ctx, []string{ref})
@@ -83,7 +89,12 @@ state directory; 'down' removes everything the cluster made on the host.`,
 	}
 	up.Flags().BoolVar(&noImage, "no-image", false, "do not import the workload image (the k8s platforms import it when they need it)")
 	up.Flags().StringVar(&imageRef, "image", "", "workload image to import instead of the locally built one")
-	down := &cobra.Command{
+	return up
+}
+
+// clusterDownCmd is `nearnative cluster down`.
+func (a *app) clusterDownCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:     "down",
 		Short:   "Stop the cluster and remove its pods, processes, mounts, bridge, iptables chains and cgroups; restore sysctls",
 		Example: "  nearnative cluster down",
@@ -105,7 +116,11 @@ state directory; 'down' removes everything the cluster made on the host.`,
 			return err
 		},
 	}
-	status := &cobra.Command{
+}
+
+// clusterStatusCmd is `nearnative cluster status`.
+func (a *app) clusterStatusCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:     "status",
 		Short:   "Show the cluster's processes and whether its node is Ready",
 		Example: "  nearnative cluster status",
@@ -121,6 +136,4 @@ state directory; 'down' removes everything the cluster made on the host.`,
 			return nil
 		},
 	}
-	c.AddCommand(up, down, status)
-	return c
 }

@@ -279,7 +279,7 @@ old spellings, still work and say so.)
 		RunE: func(c *cobra.Command, args []string) error {
 			type output struct {
 				flag, path string
-				write      func(io.Writer, htmlreport.ExportInput) error
+				write      func(io.Writer, report.ExportInput) error
 			}
 			var outs []output
 			oldSpelling(a.stderr, c, "csv", "--format csv -o FILE")
@@ -289,15 +289,15 @@ old spellings, still work and say so.)
 				return withCode(ExitBadInput, errors.New("--csv and --json are the old spellings of --format and -o: give one or the other"))
 			case csvOut != "" || jsonOut != "":
 				if csvOut != "" {
-					outs = append(outs, output{"--csv", csvOut, htmlreport.WriteCSV})
+					outs = append(outs, output{"--csv", csvOut, report.WriteCSV})
 				}
 				if jsonOut != "" {
-					outs = append(outs, output{"--json", jsonOut, htmlreport.WriteJSON})
+					outs = append(outs, output{"--json", jsonOut, report.WriteJSON})
 				}
 			case format == "csv":
-				outs = append(outs, output{"-o", outPath, htmlreport.WriteCSV})
+				outs = append(outs, output{"-o", outPath, report.WriteCSV})
 			case format == "json":
-				outs = append(outs, output{"-o", outPath, htmlreport.WriteJSON})
+				outs = append(outs, output{"-o", outPath, report.WriteJSON})
 			default:
 				return withCode(ExitBadInput, fmt.Errorf("--format %q: want csv or json", format))
 			}
@@ -311,7 +311,7 @@ old spellings, still work and say so.)
 			if err != nil {
 				return err
 			}
-			in := htmlreport.ExportInput{Run: s.run, Trials: s.trials, Study: s.study}
+			in := report.ExportInput{Run: s.run, Trials: s.trials, Study: s.study}
 			var files []outFile
 			for _, o := range outs {
 				data, err := renderTo(func(w io.Writer) error { return o.write(w, in) })
@@ -388,62 +388,68 @@ than X% in its own direction (lower throughput, higher latency or CPU cost).`,
 				}
 				threshold = v
 			}
-			ctx := c.Context()
-			db, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			var runs []storedRun
-			var data []htmlreport.RunData
-			seen := map[string]string{}
-			for _, ref := range args {
-				s, err := a.loadRun(ctx, db, ref)
-				if err != nil {
-					return err
-				}
-				if prev, ok := seen[string(s.run.ID)]; ok {
-					return withCode(ExitBadInput, fmt.Errorf("%q and %q are the same run %s", prev, ref, s.run.ID))
-				}
-				seen[string(s.run.ID)] = ref
-				runs = append(runs, s)
-				data = append(data, htmlreport.RunData{Run: s.run, Trials: s.trials})
-			}
-			o := htmlreport.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
-			if st := runs[0].study; st != nil {
-				o.MinPairs = st.MinPairs
-				o.Platforms = st.PlatformNames()
-				for _, w := range st.Workloads {
-					o.Workloads = append(o.Workloads, w.Name)
-				}
-			}
-			cmp, err := htmlreport.Compare(data, o)
-			if err != nil {
-				if errors.Is(err, htmlreport.ErrNothingInCommon) {
-					return withCode(ExitBadInput, fmt.Errorf("%w: nothing to compare", err))
-				}
-				return err
-			}
-			if err := htmlreport.CompareText(a.stdout, cmp); err != nil {
-				return err
-			}
-			if threshold < 0 {
-				return nil
-			}
-			slower := cmp.Slower(threshold)
-			if len(slower) == 0 {
-				fmt.Fprintf(a.stdout, "\nno primary metric is significantly worse by more than %g%%\n", threshold)
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "\nsignificantly worse by more than %g%%:\n", threshold)
-			for _, s := range slower {
-				fmt.Fprintf(a.stdout, "  %s\n", s)
-			}
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%d primary metric(s) significantly worse by more than %g%% (--fail-if-slower)", len(slower), threshold)}
+			return a.compare(c.Context(), args, threshold)
 		},
 	}
 	c.Flags().StringVar(&failIfSlower, "fail-if-slower", "", "exit 1 when a primary metric is significantly worse than in the first run by more than this percentage, e.g. 5%")
 	return c
+}
+
+// compare prints the comparison of the runs refs name and, with a
+// threshold (>= 0, --fail-if-slower), fails when a later run is
+// significantly worse by more than it.
+func (a *app) compare(ctx context.Context, refs []string, threshold float64) error {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var runs []storedRun
+	var data []analysis.RunData
+	seen := map[string]string{}
+	for _, ref := range refs {
+		s, err := a.loadRun(ctx, db, ref)
+		if err != nil {
+			return err
+		}
+		if prev, ok := seen[string(s.run.ID)]; ok {
+			return withCode(ExitBadInput, fmt.Errorf("%q and %q are the same run %s", prev, ref, s.run.ID))
+		}
+		seen[string(s.run.ID)] = ref
+		runs = append(runs, s)
+		data = append(data, analysis.RunData{Run: s.run, Trials: s.trials})
+	}
+	o := analysis.CompareOptions{Stats: stats.Options{Seed: uint64(runs[0].run.Seed)}, Diagnostic: a.diagnostic(runs)}
+	if st := runs[0].study; st != nil {
+		o.MinPairs = st.MinPairs
+		o.Platforms = st.PlatformNames()
+		for _, w := range st.Workloads {
+			o.Workloads = append(o.Workloads, w.Name)
+		}
+	}
+	cmp, err := analysis.Compare(data, o)
+	if err != nil {
+		if errors.Is(err, analysis.ErrNothingInCommon) {
+			return withCode(ExitBadInput, fmt.Errorf("%w: nothing to compare", err))
+		}
+		return err
+	}
+	if err := report.CompareText(a.stdout, cmp); err != nil {
+		return err
+	}
+	if threshold < 0 {
+		return nil
+	}
+	slower := cmp.Slower(threshold)
+	if len(slower) == 0 {
+		fmt.Fprintf(a.stdout, "\nno primary metric is significantly worse by more than %g%%\n", threshold)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "\nsignificantly worse by more than %g%%:\n", threshold)
+	for _, s := range slower {
+		fmt.Fprintf(a.stdout, "  %s\n", s)
+	}
+	return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%d primary metric(s) significantly worse by more than %g%% (--fail-if-slower)", len(slower), threshold)}
 }
 
 // traces reads the find-max steps of every trial of s that searched (none

@@ -15,7 +15,6 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/engine"
-	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/native"
@@ -147,35 +146,12 @@ func (quietDisplay) TrialEnd(store.Trial)             {}
 func (quietDisplay) Logf(string, ...any)              {}
 func (quietDisplay) End()                             {}
 
+// run is `nearnative run`: the study from the flags (or the stored run to
+// resume), the environment record, the platforms' opener, then the engine;
+// the table once it stops.
 func (a *app) run(ctx context.Context, args []string, f runFlags) error {
-	var st *study.Study
-	if f.resume == "" {
-		var err error
-		st, err = study.Load(args[0], a.reg)
-		if err != nil {
-			return withCode(ExitBadInput, err)
-		}
-		o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed, Client: f.client}
-		if f.platforms != "" {
-			o.Platforms = strings.Split(f.platforms, ",")
-		}
-		if f.ciMetrics != "" {
-			o.CIMetrics = strings.Split(f.ciMetrics, ",")
-		}
-		if f.workloads != "" {
-			o.Workloads = strings.Split(f.workloads, ",")
-		}
-		for _, kv := range f.set {
-			ps, err := study.ParseParamSet(kv)
-			if err != nil {
-				return withCode(ExitBadInput, err)
-			}
-			o.Params = append(o.Params, ps)
-		}
-		if err := st.Apply(o, a.reg); err != nil {
-			return withCode(ExitBadInput, err)
-		}
-	} else if _, err := a.checkResumeFlags(f); err != nil {
+	st, err := a.studyToRun(args, f)
+	if err != nil {
 		return err
 	}
 	if f.jsonOut != "" {
@@ -194,47 +170,116 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		p.Total = f.storeRetry
 		wr.SetWritePolicy(p)
 	}
-
-	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
-	client := func(s *study.Study) host.Setting { return s.ClientSetting() }
-	if f.resume != "" {
-		// A resumed run keeps the platforms and the image it started with.
-		r, err := db.Run(ctx, f.resume)
-		if err != nil {
-			return err
-		}
-		stored, err := study.Parse(r.Spec, "run "+string(r.ID), a.reg)
-		if err != nil {
-			return fmt.Errorf("stored study of run %s: %w", r.ID, err)
-		}
-		platforms = func(*study.Study) []study.Platform { return stored.Platforms }
-		client = func(*study.Study) host.Setting { return stored.ClientSetting() }
-		var env struct {
-			Extra map[string]string `json:"extra"`
-		}
-		if err := json.Unmarshal(r.Env, &env); err != nil && len(r.Env) > 0 {
-			return fmt.Errorf("run %s: its stored environment does not decode, so the image it ran cannot be known: %w", r.ID, err)
-		}
-		if env.Extra["image"] != "" {
-			if f.image != "" && f.image != env.Extra["image"] {
-				return withCode(ExitBadInput, fmt.Errorf("--image %s: run %s was started with %s and resumes with it", f.image, r.ID, env.Extra["image"]))
-			}
-			f.image = env.Extra["image"]
+	var disp progress.Display = quietDisplay{}
+	if !f.quiet {
+		disp = progress.New(a.stderr)
+	}
+	cfg := engine.Config{Study: st, Registry: a.reg, Store: db, Dir: a.dir, Resume: runid.ID(f.resume), Progress: disp,
+		Version: version.String(), NoWait: f.noWait, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,
+		Host: func(env platform.Env) (workload.HostPlatform, error) {
+			return native.Beside("host", env, a.dir)
+		}}
+	// A resumed run keeps the study, the platforms and the image it started
+	// with: the engine reads them once, here.
+	if cfg.Planned, err = engine.Plan(ctx, cfg); err != nil {
+		return err
+	}
+	if f.image, err = resumedImage(cfg.Planned.Run, f); err != nil {
+		return err
+	}
+	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting()}
+	if cfg.Image, cfg.Env, cfg.Notes, err = a.runEnvironment(ctx, cfg.Planned.Study, f, opener); err != nil {
+		return err
+	}
+	cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
+		m, closeAll, err := opener.Open(ctx, env, ps)
+		return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
+	}
+	out, err := engine.Run(ctx, cfg)
+	for name, why := range opener.Skipped {
+		if !f.quiet { // the report's notes say it too
+			fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
 		}
 	}
+	return a.afterRun(ctx, out, err, f)
+}
+
+// studyToRun loads the study file of a new run and applies the flags that
+// override it; a resumed run (nil study) only checks that none is given.
+func (a *app) studyToRun(args []string, f runFlags) (*study.Study, error) {
+	if f.resume != "" {
+		_, err := a.checkResumeFlags(f)
+		return nil, err
+	}
+	st, err := study.Load(args[0], a.reg)
+	if err != nil {
+		return nil, withCode(ExitBadInput, err)
+	}
+	o := study.Overrides{Rounds: f.rounds, Quick: f.quick, UntilCI: f.untilCI, Trial: f.trial, Seed: f.seed, Client: f.client}
+	if f.platforms != "" {
+		o.Platforms = strings.Split(f.platforms, ",")
+	}
+	if f.ciMetrics != "" {
+		o.CIMetrics = strings.Split(f.ciMetrics, ",")
+	}
+	if f.workloads != "" {
+		o.Workloads = strings.Split(f.workloads, ",")
+	}
+	for _, kv := range f.set {
+		ps, err := study.ParseParamSet(kv)
+		if err != nil {
+			return nil, withCode(ExitBadInput, err)
+		}
+		o.Params = append(o.Params, ps)
+	}
+	if err := st.Apply(o, a.reg); err != nil {
+		return nil, withCode(ExitBadInput, err)
+	}
+	return st, nil
+}
+
+// resumedImage is the workload image of a run: --image for a new one, the
+// image a resumed run was started with (recorded in its environment), which
+// --image may only repeat.
+func resumedImage(r store.Run, f runFlags) (string, error) {
+	if f.resume == "" {
+		return f.image, nil
+	}
+	var env struct {
+		Extra map[string]string `json:"extra"`
+	}
+	if err := json.Unmarshal(r.Env, &env); err != nil && len(r.Env) > 0 {
+		return "", fmt.Errorf("run %s: its stored environment does not decode, so the image it ran cannot be known: %w", r.ID, err)
+	}
+	stored := env.Extra["image"]
+	switch {
+	case stored == "":
+		return f.image, nil
+	case f.image != "" && f.image != stored:
+		return "", withCode(ExitBadInput, fmt.Errorf("--image %s: run %s was started with %s and resumes with it", f.image, r.ID, stored))
+	}
+	return stored, nil
+}
+
+// runEnvironment finds the workload image (when a platform of st runs it)
+// and captures the environment record: the image reference, the record as
+// JSON and the run notes of what could not be captured. Without Docker or
+// the image, --skip-unavailable tells opener to skip the platforms that
+// need it.
+func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, opener *platformset.Opener) (string, []byte, []store.RunNote, error) {
 	needsImage := false
-	for _, p := range platforms(st) {
+	for _, p := range st.Platforms {
 		// VMs are built from the container image too.
 		needsImage = needsImage || p.Base != platform.Native
 	}
-	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: client(st)}
 	imageRef := ""
 	var envDocker map[string]string
 	if needsImage {
+		var err error
 		imageRef, envDocker, err = a.dockerFacts(ctx, f.image)
 		switch {
 		case err != nil && !f.skipUnavailable:
-			return withCode(ExitUnavailable, err)
+			return "", nil, nil, withCode(ExitUnavailable, err)
 		case err != nil:
 			// Every platform that runs the image is skipped, with this
 			// reason stored with the run.
@@ -243,7 +288,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	env, err := sysinfo.Capture(ctx)
 	if err != nil {
-		return err // only when interrupted
+		return "", nil, nil, err // only when interrupted
 	}
 	env.Docker = envDocker
 	env.NearnativeVersion, env.Commit = version.Version, version.CommitID()
@@ -253,7 +298,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	env.Extra["image"] = imageRef
 	envJSON, err := json.Marshal(env)
 	if err != nil {
-		return fmt.Errorf("recording the environment: %w", err)
+		return "", nil, nil, fmt.Errorf("recording the environment: %w", err)
 	}
 	var notes []store.RunNote
 	if w := env.Extra["warnings"]; w != "" {
@@ -261,28 +306,12 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 			notes = append(notes, store.RunNote{Kind: store.NoteWarning, Subject: "environment", Text: "not captured: " + part})
 		}
 	}
+	return imageRef, envJSON, notes, nil
+}
 
-	var disp progress.Display = quietDisplay{}
-	if !f.quiet {
-		disp = progress.New(a.stderr)
-	}
-	out, err := engine.Run(ctx, engine.Config{
-		Study: st, Registry: a.reg, Store: db, Dir: a.dir, Image: imageRef,
-		Platforms: func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
-			m, closeAll, err := opener.Open(ctx, env, ps)
-			return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
-		},
-		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
-		Host: func(env platform.Env) (platform.Platform, error) {
-			return native.Beside("host", env, a.dir)
-		},
-		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,
-	})
-	for name, why := range opener.Skipped {
-		if !f.quiet { // the report's notes say it too
-			fmt.Fprintf(a.stderr, "skipped platform %s: %s\n", name, why)
-		}
-	}
+// afterRun shows the stored run's table and turns the engine's error into
+// the command's: nothing stored, the store failed, interrupted, or failed.
+func (a *app) afterRun(ctx context.Context, out engine.Outcome, err error, f runFlags) error {
 	if !out.Stored {
 		return err
 	}
@@ -316,9 +345,9 @@ func (a *app) checkResumeFlags(f runFlags) (bool, error) {
 // dockerFacts connects to Docker, finds the workload image and returns the
 // engine facts for the environment record.
 func (a *app) dockerFacts(ctx context.Context, override string) (string, map[string]string, error) {
-	engine := &platformset.Engine{}
-	defer engine.Close()
-	eng, err := engine.Get(ctx)
+	docker := &platformset.Engine{}
+	defer docker.Close()
+	eng, err := docker.Get(ctx)
 	if err != nil {
 		return "", nil, err
 	}
@@ -327,13 +356,13 @@ func (a *app) dockerFacts(ctx context.Context, override string) (string, map[str
 		facts["version"], facts["api_version"], facts["storage_driver"] = info.Version, info.APIVersion, info.StorageDriver
 		facts["cgroup_driver"], facts["cgroup_version"] = info.CgroupDriver, info.CgroupVersion
 	}
-	ref, err := a.imageRef(ctx, engine, override)
+	ref, err := a.imageRef(ctx, docker, override)
 	return ref, facts, err
 }
 
 // imageRef returns the workload image to use and an error when it is missing.
-func (a *app) imageRef(ctx context.Context, engine *platformset.Engine, override string) (string, error) {
-	eng, err := engine.Get(ctx)
+func (a *app) imageRef(ctx context.Context, docker *platformset.Engine, override string) (string, error) {
+	eng, err := docker.Get(ctx)
 	if err != nil {
 		return "", err
 	}

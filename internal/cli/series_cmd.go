@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,48 +65,9 @@ file. (--json FILE, the old spelling, still works and says so.)`,
 			case format != "json":
 				return withCode(ExitBadInput, fmt.Errorf("--format %q: the series are written as json only", format))
 			}
-			ctx := c.Context()
-			db, err := a.openStore(ctx)
+			doc, err := a.seriesOf(c.Context(), args[0])
 			if err != nil {
 				return err
-			}
-			defer db.Close()
-			steps, ok1 := db.(store.StepStore)
-			series, ok2 := db.(store.SeriesStore)
-			if !ok1 || !ok2 {
-				return withCode(ExitUnavailable, errors.New("this result database keeps no series"))
-			}
-			s, err := a.loadRun(ctx, db, args[0])
-			if err != nil {
-				return err
-			}
-			doc := seriesDoc{Run: string(s.run.ID), Study: s.run.Study, Trials: []seriesTrial{}}
-			for _, t := range s.trials {
-				key := store.TrialKey{Run: s.run.ID, Round: t.Round, Workload: t.Workload, Platform: t.Platform}
-				st, err := steps.Steps(ctx, key)
-				if err != nil {
-					return err
-				}
-				pts, err := series.Series(ctx, key)
-				if err != nil {
-					return err
-				}
-				tr := seriesTrial{Round: t.Round, Warmup: t.Warmup, Workload: t.Workload, Platform: t.Platform, Error: t.Error,
-					Steps: []seriesStep{}, Series: pts}
-				if tr.Series == nil {
-					tr.Series = []store.SeriesPoint{}
-				}
-				for _, x := range st {
-					ss := seriesStep{Seq: x.Seq, Phase: x.Phase, Value: x.Value, Pass: x.Pass, DurationS: x.Duration.Seconds(), Summary: x.Summary}
-					if !x.Started.IsZero() {
-						ss.Started = x.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")
-					}
-					if json.Valid(x.Detail) {
-						ss.Detail = x.Detail
-					}
-					tr.Steps = append(tr.Steps, ss)
-				}
-				doc.Trials = append(doc.Trials, tr)
 			}
 			data, err := json.MarshalIndent(doc, "", "  ")
 			if err != nil {
@@ -121,4 +83,57 @@ file. (--json FILE, the old spelling, still works and says so.)`,
 	fl.MarkHidden("json")
 	c.RegisterFlagCompletionFunc("format", fixedValues("json"))
 	return c
+}
+
+// seriesOf reads the per-second series and search steps of every trial of
+// the run ref names.
+func (a *app) seriesOf(ctx context.Context, ref string) (seriesDoc, error) {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return seriesDoc{}, err
+	}
+	defer db.Close()
+	steps, ok1 := db.(store.StepStore)
+	series, ok2 := db.(store.SeriesStore)
+	if !ok1 || !ok2 {
+		return seriesDoc{}, withCode(ExitUnavailable, errors.New("this result database keeps no series"))
+	}
+	s, err := a.loadRun(ctx, db, ref)
+	if err != nil {
+		return seriesDoc{}, err
+	}
+	doc := seriesDoc{Run: string(s.run.ID), Study: s.run.Study, Trials: []seriesTrial{}}
+	for _, t := range s.trials {
+		key := store.TrialKey{Run: s.run.ID, Round: t.Round, Workload: t.Workload, Platform: t.Platform}
+		st, err := steps.Steps(ctx, key)
+		if err != nil {
+			return seriesDoc{}, err
+		}
+		pts, err := series.Series(ctx, key)
+		if err != nil {
+			return seriesDoc{}, err
+		}
+		tr := seriesTrial{Round: t.Round, Warmup: t.Warmup, Workload: t.Workload, Platform: t.Platform, Error: t.Error,
+			Steps: []seriesStep{}, Series: pts}
+		if tr.Series == nil {
+			tr.Series = []store.SeriesPoint{}
+		}
+		for _, x := range st {
+			tr.Steps = append(tr.Steps, seriesStepOf(x))
+		}
+		doc.Trials = append(doc.Trials, tr)
+	}
+	return doc, nil
+}
+
+// seriesStepOf is a stored search step as the series document writes it.
+func seriesStepOf(x store.Step) seriesStep {
+	ss := seriesStep{Seq: x.Seq, Phase: x.Phase, Value: x.Value, Pass: x.Pass, DurationS: x.Duration.Seconds(), Summary: x.Summary}
+	if !x.Started.IsZero() {
+		ss.Started = x.Started.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	if json.Valid(x.Detail) {
+		ss.Detail = x.Detail
+	}
+	return ss
 }

@@ -69,9 +69,9 @@ func (a *app) platformsCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			engine := &platformset.Engine{}
-			defer engine.Close()
-			ref, imgErr := a.imageRef(ctx, engine, imageRef)
+			docker := &platformset.Engine{}
+			defer docker.Close()
+			ref, imgErr := a.imageRef(ctx, docker, imageRef)
 			set := host.Setting{Client: client}
 			if err := set.Validate(); err != nil {
 				return withCode(ExitBadInput, fmt.Errorf("--client: %w", err))
@@ -83,7 +83,7 @@ func (a *app) platformsCmd() *cobra.Command {
 				// The client host a run would make, described, not made.
 				env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
 					Client: host.PlannedFor(set, platformset.ClientNeed(info.Name))}
-				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, engine)
+				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, docker)
 				if err == nil {
 					if ch, ok := p.(platform.Checker); ok {
 						err = ch.Check(ctx)

@@ -61,13 +61,50 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 		}
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
-	var setupFailures atomic.Int64
-	var setupExample atomic.Value
-	setupFailed := func(err error) {
-		if setupFailures.Add(1) == 1 {
-			setupExample.Store(truncate(err.Error(), 300))
-		}
+	var setup setupErrors
+	startUsers(stopCtx, c, sh, f, col, end, &setup)
+	r := col.result()
+	if c.Mode == Open {
+		// Requests due in the steady phase, from the plan: the ones the
+		// driver could not send before it stopped are due too, and late.
+		plan := c.Plan.Scale(1 / float64(sh.of))
+		start := sh.t0.Add(time.Duration(float64(time.Second) / c.Plan.RateAt(0) * float64(sh.index)))
+		r.Open.Due = dueIn(plan, col.steadyStart.Sub(start), col.steadyEnd.Sub(start))
+		r.Open.Late += max(0, r.Open.Due-r.Open.Sent)
 	}
+	mon.stop(r)
+	r.CPU = cpuTime() - cpu0
+	r.ProcessCPU = r.CPU
+	r.Wall = time.Since(wall0)
+	r.CPUs = allowedCPUs()
+	r.SetupFailures = setup.n.Load()
+	if ex, ok := setup.example.Load().(string); ok {
+		r.SetupExample = ex
+	}
+	c.describe(r)
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// setupErrors counts the users or workers that could not start (their
+// dial or session setup failed) and keeps the first one's error.
+type setupErrors struct {
+	n       atomic.Int64
+	example atomic.Value
+}
+
+func (s *setupErrors) add(err error) {
+	if s.n.Add(1) == 1 {
+		s.example.Store(truncate(err.Error(), 300))
+	}
+}
+
+// startUsers runs this process's share of the users (closed loop) or of
+// the connections with the pacer feeding them (open loop) until end, and
+// waits for them all.
+func startUsers(stopCtx context.Context, c Config, sh share, f Factory, col *collector, end time.Time, setup *setupErrors) {
 	var wg sync.WaitGroup
 	switch c.Mode {
 	case Closed:
@@ -80,7 +117,7 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 				// number, so that N processes ramp like one.
 				startAt := sh.t0.Add(time.Duration(int64(c.Phases.RampUp) * int64(id) / int64(c.Users)))
 				if err := closedUser(stopCtx, c, f, col, id, startAt, end); err != nil {
-					setupFailed(err)
+					setup.add(err)
 				}
 			}(id)
 		}
@@ -97,35 +134,12 @@ func runLocal(ctx context.Context, c Config, sh share) (*Result, error) {
 			go func(id int) {
 				defer wg.Done()
 				if err := openWorker(stopCtx, c, f, col, id, tickets); err != nil {
-					setupFailed(err)
+					setup.add(err)
 				}
 			}(id)
 		}
 	}
 	wg.Wait()
-	r := col.result()
-	if c.Mode == Open {
-		// Requests due in the steady phase, from the plan: the ones the
-		// driver could not send before it stopped are due too, and late.
-		plan := c.Plan.Scale(1 / float64(sh.of))
-		start := sh.t0.Add(time.Duration(float64(time.Second) / c.Plan.RateAt(0) * float64(sh.index)))
-		r.Open.Due = dueIn(plan, col.steadyStart.Sub(start), col.steadyEnd.Sub(start))
-		r.Open.Late += max(0, r.Open.Due-r.Open.Sent)
-	}
-	mon.stop(r)
-	r.CPU = cpuTime() - cpu0
-	r.ProcessCPU = r.CPU
-	r.Wall = time.Since(wall0)
-	r.CPUs = allowedCPUs()
-	r.SetupFailures = setupFailures.Load()
-	if ex, ok := setupExample.Load().(string); ok {
-		r.SetupExample = ex
-	}
-	c.describe(r)
-	if err := ctx.Err(); err != nil {
-		return r, err
-	}
-	return r, nil
 }
 
 // dueIn is the number of a plan's requests due in [from, to), offsets from

@@ -2,13 +2,17 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/topology"
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // namedHost is a client host that only says where it is.
@@ -35,9 +39,9 @@ func TestClientHostsRecorded(t *testing.T) {
 		return o, err
 	}
 	var besides []string
-	cfg.Host = func(env platform.Env) (platform.Platform, error) {
+	cfg.Host = func(env platform.Env) (workload.HostPlatform, error) {
 		besides = append(besides, env.ClientHost().Describe())
-		return &fakePlatform{name: "host"}, nil
+		return fakeHost{&fakePlatform{name: "host"}}, nil
 	}
 	out, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -68,4 +72,18 @@ func TestClientHostsRecorded(t *testing.T) {
 	if len(besides) != 2 {
 		t.Errorf("the platform beside the driver was opened for %q, want once per client host", besides)
 	}
+}
+
+// fakeHost is a host platform that starts servers like fakePlatform and
+// refuses jobs and topologies (the engine's tests deploy none).
+type fakeHost struct{ *fakePlatform }
+
+func (fakeHost) RunJob(context.Context, string, platform.Spec) (platform.JobResult, error) {
+	return platform.JobResult{}, errors.New("fake host: no jobs")
+}
+
+func (fakeHost) Machine() topology.Machine { return topology.Machine{} }
+
+func (fakeHost) Open(context.Context, string, *topology.Plan) (deploy.Site, error) {
+	return nil, errors.New("fake host: no topologies")
 }

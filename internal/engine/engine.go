@@ -97,12 +97,15 @@ type Config struct {
 	Version string
 	// Resume continues this stored run instead of starting a new one; Study
 	// is then ignored and rebuilt from the stored spec.
-	Resume   runid.ID
+	Resume runid.ID
+	// Planned, when set, is the run as Plan found it (the caller read its
+	// study first); nil: Run plans it.
+	Planned  *Planned
 	Progress Progress
 	// Host opens the native platform for the topology roles that run
 	// beside the driver, on the client host env.Client (once per client
 	// host); nil leaves workload.Trial.Host nil.
-	Host func(env platform.Env) (platform.Platform, error)
+	Host func(env platform.Env) (workload.HostPlatform, error)
 	// NoWait makes the run fail with a *state.BusyError instead of waiting
 	// when another run holds the machine's measuring lock.
 	NoWait bool
@@ -139,61 +142,58 @@ type unitKey struct {
 	workload, platform string
 }
 
-// Run executes (or resumes) a study.
-func Run(ctx context.Context, cfg Config) (Outcome, error) {
-	var out Outcome
+// Planned is a run about to start or resume, as Plan found it: its record
+// and its study (for a resumed run, the stored study, parsed once here) and
+// what a resumed run already stored.
+type Planned struct {
+	Run   store.Run
+	Study *study.Study
+	done  map[unitKey]bool
+	prior stored
+}
+
+// Plan returns the run cfg describes without starting it: a new run of
+// cfg.Study, or the stored run cfg.Resume (checked: not complete, not
+// running in another process; trials its store did not take are stored
+// first). Its caller may read the study (which platforms run, where the
+// load comes from) before Run, and hands it over as cfg.Planned so that
+// nothing is read or parsed twice. Plan needs cfg's Store, Dir, Registry,
+// Progress, Study and Resume.
+func Plan(ctx context.Context, cfg Config) (*Planned, error) {
 	r, st, done, prior, err := prepare(ctx, cfg)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	out.Run, out.Study = r, st
-	lock, err := cfg.Dir.AcquireLock(r.ID)
-	if err != nil {
-		return out, err
-	}
-	defer lock.Release()
-	// One run measures at a time: a second one waits here, before it
-	// starts anything, and says for whom.
-	machine, err := cfg.Dir.AcquireMachine(ctx, state.Holder{Run: r.ID, Study: st.Name, PID: os.Getpid(), Since: time.Now()}, !cfg.NoWait,
-		func(p state.Place) {
-			cfg.Progress.Logf("waiting: the machine is being measured by %s; this run is %s (Ctrl-C stops waiting; --no-wait exits instead)", p.Holder, p)
-		})
-	if err != nil {
-		if ctx.Err() != nil {
-			return out, ErrInterrupted
-		}
-		return out, err
-	}
-	defer machine.Release()
-	var reapNotes []store.RunNote
-	if cfg.Reap != nil {
-		warnings, err := cfg.Reap(ctx, r.ID, cfg.Resume != "", cfg.Progress.Logf)
-		if ctx.Err() != nil {
-			return out, ErrInterrupted
-		}
-		if err != nil {
+	return &Planned{Run: r, Study: st, done: done, prior: prior}, nil
+}
+
+// Run executes (or resumes) a study: it plans the run unless cfg.Planned
+// has, takes the machine, makes the workloads' instances, opens the
+// platforms, stores the run with its notes and runs the rounds.
+func Run(ctx context.Context, cfg Config) (Outcome, error) {
+	var out Outcome
+	pl := cfg.Planned
+	if pl == nil {
+		var err error
+		if pl, err = Plan(ctx, cfg); err != nil {
 			return out, err
 		}
-		for _, w := range warnings {
-			reapNotes = append(reapNotes, store.RunNote{Kind: store.NoteWarning, Subject: "machine", Text: w})
-		}
 	}
-
-	instances := map[string]workload.Instance{}
-	for _, w := range st.Workloads {
-		kind, ok := cfg.Registry.Get(w.Kind)
-		if !ok {
-			return out, fmt.Errorf("%w: workload %s: unknown kind %q", ErrConfig, w.Name, w.Kind)
-		}
-		in, err := kind.New(w.Values)
-		if err != nil {
-			return out, fmt.Errorf("%w: workload %s: %w", ErrConfig, w.Name, err)
-		}
-		instances[w.Name] = in
+	r, st := pl.Run, pl.Study
+	if cfg.Resume == "" {
+		// Planned before the caller captured the environment.
+		r.Env, r.Version, r.Started = cfg.Env, cfg.Version, time.Now()
 	}
+	out.Run, out.Study = r, st
+	release, reapNotes, err := takeMachine(ctx, cfg, r.ID, st.Name)
+	if err != nil {
+		return out, err
+	}
+	defer release()
+	instances, err := newInstances(cfg.Registry, st)
 	defer closeInstances(instances, cfg.Progress)
-	if err := checkCIMetrics(st, instances); err != nil {
-		return out, fmt.Errorf("%w: %w", ErrConfig, err)
+	if err != nil {
+		return out, err
 	}
 	runDir := cfg.Dir.RunDir(r.ID)
 	env := platform.Env{Run: r.ID, LogDir: filepath.Join(runDir, "logs"), Image: cfg.Image, Log: progressWriter{cfg.Progress}}
@@ -204,42 +204,139 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	plats := opened.Platforms
 	defer func() {
 		if cerr := opened.Close(); cerr != nil {
 			cfg.Progress.Logf("releasing platforms: %v (`nearnative cleanup %s` removes what is left)", cerr, r.ID)
 		}
 	}()
-	// Platforms skipped as unavailable (--skip-unavailable) leave the study,
-	// and the study stored is the one that runs.
-	if len(plats) < len(st.Platforms) {
-		if _, ok := plats[st.Baseline]; !ok {
-			return out, fmt.Errorf("the baseline %s cannot run here, so nothing can be compared", st.Baseline)
-		}
-		kept := st.Platforms[:0:0]
-		for _, p := range st.Platforms {
-			if _, ok := plats[p.Name]; ok {
-				kept = append(kept, p)
-			}
-		}
-		st.Platforms = kept
-		if cfg.Resume == "" {
-			if r.Spec, err = st.YAML(); err != nil {
-				return out, err
-			}
-			out.Run = r
-		}
+	if err := keepOpened(&r, st, opened.Platforms, cfg.Resume == ""); err != nil {
+		return out, err
 	}
-
-	if cfg.Resume == "" {
-		if err := cfg.Store.CreateRun(ctx, r); err != nil {
-			return out, err
-		}
-	} else if err := cfg.Store.SetRunStatus(ctx, r.ID, "running"); err != nil {
+	out.Run = r
+	if err := storeRun(ctx, cfg, r, runNotes(cfg.Notes, reapNotes, st, opened)); err != nil {
 		return out, err
 	}
 	out.Stored = true
-	notes := append(append([]store.RunNote{}, cfg.Notes...), reapNotes...)
+
+	hosts := map[host.Host]workload.HostPlatform{}
+	defer func() {
+		for _, h := range hosts {
+			if c, ok := h.(platform.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	e := &runner{cfg: cfg, run: r, st: st, done: pl.done, instances: instances, plats: opened.Platforms, clients: opened.Clients,
+		env: env, hosts: hosts, degraded: map[string]bool{},
+		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
+		lastStored: pl.prior.lastRound, spent: pl.prior.spent}
+	if err := e.storeDegradations(ctx); err != nil {
+		return out, err
+	}
+	reason, runErr := e.loop(ctx)
+	out.Reason = reason
+	out.Run.Status, out.Run.StopReason, runErr = e.finish(ctx, reason, runErr)
+	return out, runErr
+}
+
+// takeMachine takes the run's lock and the machine's measuring lock (one
+// run measures at a time: a second one waits here, before it starts
+// anything, and says for whom), then lets cfg.Reap deal with what crashed
+// runs left. It returns what releases both locks and the reaper's warnings
+// as run notes.
+func takeMachine(ctx context.Context, cfg Config, id runid.ID, studyName string) (release func(), notes []store.RunNote, err error) {
+	lock, err := cfg.Dir.AcquireLock(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	machine, err := cfg.Dir.AcquireMachine(ctx, state.Holder{Run: id, Study: studyName, PID: os.Getpid(), Since: time.Now()}, !cfg.NoWait,
+		func(p state.Place) {
+			cfg.Progress.Logf("waiting: the machine is being measured by %s; this run is %s (Ctrl-C stops waiting; --no-wait exits instead)", p.Holder, p)
+		})
+	if err != nil {
+		lock.Release()
+		if ctx.Err() != nil {
+			return nil, nil, ErrInterrupted
+		}
+		return nil, nil, err
+	}
+	release = func() {
+		machine.Release()
+		lock.Release()
+	}
+	if cfg.Reap == nil {
+		return release, nil, nil
+	}
+	warnings, err := cfg.Reap(ctx, id, cfg.Resume != "", cfg.Progress.Logf)
+	if ctx.Err() != nil {
+		err = ErrInterrupted
+	}
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	for _, w := range warnings {
+		notes = append(notes, store.RunNote{Kind: store.NoteWarning, Subject: "machine", Text: w})
+	}
+	return release, notes, nil
+}
+
+// newInstances makes an instance of every workload of the study and checks
+// that the metrics --until-ci watches exist. The instances made are
+// returned even with an error, for closeInstances.
+func newInstances(reg *workload.Registry, st *study.Study) (map[string]workload.Instance, error) {
+	instances := map[string]workload.Instance{}
+	for _, w := range st.Workloads {
+		kind, ok := reg.Get(w.Kind)
+		if !ok {
+			return instances, fmt.Errorf("%w: workload %s: unknown kind %q", ErrConfig, w.Name, w.Kind)
+		}
+		in, err := kind.New(w.Values)
+		if err != nil {
+			return instances, fmt.Errorf("%w: workload %s: %w", ErrConfig, w.Name, err)
+		}
+		instances[w.Name] = in
+	}
+	if err := checkCIMetrics(st, instances); err != nil {
+		return instances, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return instances, nil
+}
+
+// keepOpened drops from the study the platforms skipped as unavailable
+// (--skip-unavailable), so that the study stored is the one that runs; a
+// new run's record gets the pruned spec. Without the baseline nothing can
+// be compared.
+func keepOpened(r *store.Run, st *study.Study, plats map[string]platform.Platform, isNew bool) error {
+	if len(plats) >= len(st.Platforms) {
+		return nil
+	}
+	if _, ok := plats[st.Baseline]; !ok {
+		return fmt.Errorf("the baseline %s cannot run here, so nothing can be compared", st.Baseline)
+	}
+	kept := st.Platforms[:0:0]
+	for _, p := range st.Platforms {
+		if _, ok := plats[p.Name]; ok {
+			kept = append(kept, p)
+		}
+	}
+	st.Platforms = kept
+	if !isNew {
+		return nil
+	}
+	spec, err := st.YAML()
+	if err != nil {
+		return err
+	}
+	r.Spec = spec
+	return nil
+}
+
+// runNotes are the notes stored with the run: the caller's, the reaper's,
+// the platforms skipped (in the study's order, then those the study does
+// not name), those --quick left out, and where each platform's load runs.
+func runNotes(given, reaped []store.RunNote, st *study.Study, opened Opened) []store.RunNote {
+	notes := append(append([]store.RunNote{}, given...), reaped...)
 	for _, p := range st.Platforms {
 		if why, ok := opened.Skipped[p.Name]; ok {
 			notes = append(notes, store.RunNote{Kind: store.NoteSkipped, Subject: p.Name, Text: why})
@@ -257,33 +354,34 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	for _, u := range host.Uses(opened.Clients) {
 		notes = append(notes, store.RunNote{Kind: store.NoteClient, Subject: strings.Join(u.Platforms, ", "), Text: u.Where})
 	}
+	return notes
+}
+
+// storeRun creates a new run in the store (or marks a resumed one running
+// again) and adds its notes.
+func storeRun(ctx context.Context, cfg Config, r store.Run, notes []store.RunNote) error {
+	if cfg.Resume == "" {
+		if err := cfg.Store.CreateRun(ctx, r); err != nil {
+			return err
+		}
+	} else if err := cfg.Store.SetRunStatus(ctx, r.ID, "running"); err != nil {
+		return err
+	}
 	for _, n := range notes {
 		if err := cfg.Store.AddRunNote(ctx, r.ID, n); err != nil {
-			return out, err
+			return err
 		}
 	}
+	return nil
+}
 
-	hosts := map[host.Host]platform.Platform{}
-	defer func() {
-		for _, h := range hosts {
-			if c, ok := h.(platform.Closer); ok {
-				c.Close()
-			}
-		}
-	}()
-	e := &runner{cfg: cfg, run: r, st: st, done: done, instances: instances, plats: plats, clients: opened.Clients,
-		env: env, hosts: hosts, degraded: map[string]bool{},
-		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
-		lastStored: prior.lastRound, spent: prior.spent}
-	if err := e.storeDegradations(ctx); err != nil {
-		return out, err
-	}
-	reason, runErr := e.loop(ctx)
-	out.Reason = reason
+// finish stores how the run ended (done, interrupted or failed) and
+// returns that status, the stop reason and the run's error.
+func (e *runner) finish(ctx context.Context, reason string, runErr error) (string, string, error) {
 	status := "done"
 	switch {
 	case errors.Is(runErr, ErrInterrupted):
-		status, reason = "interrupted", "interrupted by signal: resume with `nearnative run --resume "+string(r.ID)+"`"
+		status, reason = "interrupted", "interrupted by signal: resume with `nearnative run --resume "+string(e.run.ID)+"`"
 	case runErr != nil:
 		status, reason = "failed", runErr.Error()
 	}
@@ -295,11 +393,10 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 		fctx, cancel = context.WithTimeout(fctx, finishAfterStoreFailure)
 		defer cancel()
 	}
-	if err := cfg.Store.FinishRun(fctx, r.ID, status, reason, time.Now()); err != nil && runErr == nil {
+	if err := e.cfg.Store.FinishRun(fctx, e.run.ID, status, reason, time.Now()); err != nil && runErr == nil {
 		runErr = err
 	}
-	out.Run.Status, out.Run.StopReason = status, reason
-	return out, runErr
+	return status, reason, runErr
 }
 
 // stored is what a resumed run has already done.
@@ -371,7 +468,7 @@ type runner struct {
 	env       platform.Env
 	// hosts holds the platform of the roles beside the driver, one per
 	// client host, opened on first use.
-	hosts    map[host.Host]platform.Platform
+	hosts    map[host.Host]workload.HostPlatform
 	rawDir   string
 	failures map[string]int  // consecutive failures per unit
 	stopped  map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
@@ -492,7 +589,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	}
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Round: round, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
-		RawDir: e.rawDir, Log: progressWriter{e.cfg.Progress},
+		RawDir: e.rawDir, LogDir: e.env.LogDir, Log: progressWriter{e.cfg.Progress},
 		Host: beside, Client: client,
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
@@ -564,7 +661,7 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 // beside returns the platform of the topology roles that run beside the
 // driver on client host c (on this machine's loopback when c is nil),
 // opening it on first use; nil without cfg.Host.
-func (e *runner) beside(c host.Host) (platform.Platform, error) {
+func (e *runner) beside(c host.Host) (workload.HostPlatform, error) {
 	if e.cfg.Host == nil {
 		return nil, nil
 	}

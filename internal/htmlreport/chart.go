@@ -95,20 +95,7 @@ func layout(id string, t analysis.Table, baseline string) Chart {
 			baseMean = cell.Summary.Mean
 		}
 	}
-	// Scale: 0 to a nice number above every bar, dot and (unless far out) CI.
-	top := 1.0
-	for _, cell := range t.Cells {
-		top = maxFinite(top, cell.Ratio.Ratio)
-		for _, v := range cell.Values {
-			top = maxFinite(top, v/baseMean)
-		}
-	}
-	limit := top * 2
-	for _, cell := range t.Cells {
-		if !cell.IsBaseline && cell.Ratio.Hi <= limit {
-			top = maxFinite(top, cell.Ratio.Hi)
-		}
-	}
+	top := chartTopValue(t.Cells, baseMean)
 	step := niceStep(top * 1.08 / 5)
 	axisMax := math.Ceil(top*1.08/step) * step
 	c.PlotW = math.Max(minPlotW, slotW*float64(len(t.Cells)))
@@ -123,62 +110,88 @@ func layout(id string, t analysis.Table, baseline string) Chart {
 	slot := c.PlotW / float64(len(t.Cells))
 	var said []string
 	for i, cell := range t.Cells {
-		cx := c.Left + slot*(float64(i)+0.5)
-		b := Bar{Platform: cell.Platform, CenterX: round1(cx), LabelY: round1(c.Top + c.PlotH + 18)}
-		r := cell.Ratio.Ratio
-		switch {
-		case cell.IsBaseline:
-			b.Class = "bar baseline"
-		case cell.Verdict == "better":
-			b.Class = "bar better"
-		case cell.Verdict == "worse":
-			b.Class = "bar worse"
-		default:
-			b.Class = "bar same"
-		}
-		if !isFinite(r) {
-			b.NoBar, b.Value, b.ValueY = true, "n/a", round1(c.Top+c.PlotH-6)
-			b.Tooltip = cell.Platform + ": no ratio (the baseline has no values)"
-			said = append(said, cell.Platform+" n/a")
-		} else {
-			b.X, b.W = round1(cx-barW/2), barW
-			b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
-			b.Value = fmt.Sprintf("%.3f", r)
-			b.Tooltip = fmt.Sprintf("%s: %.3f × %s (%s)", cell.Platform, r, baseline, cell.Verdict)
-			valueTop := r
-			if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
-				b.HasCI = true
-				hi := cell.Ratio.Hi
-				if hi > axisMax {
-					hi, b.Clipped = axisMax, true
-				}
-				b.CILo, b.CIHi = round1(y(cell.Ratio.Lo)), round1(y(hi))
-				b.CapL, b.CapR = round1(cx-9), round1(cx+9)
-				b.Tooltip += fmt.Sprintf(", 95%% CI %.3f..%.3f", cell.Ratio.Lo, cell.Ratio.Hi)
-				valueTop = math.Max(valueTop, hi)
-			}
-			for _, v := range cell.Values {
-				valueTop = maxFinite(valueTop, v/baseMean)
-			}
-			b.ValueY = round1(math.Max(c.Top-4, y(valueTop)-7))
-			said = append(said, fmt.Sprintf("%s %.3f", cell.Platform, r))
-		}
-		if isFinite(baseMean) && baseMean != 0 {
-			n := len(cell.Values)
-			spread := math.Min(barW*0.7, 7*float64(n-1))
-			for j, v := range cell.Values {
-				dx := 0.0
-				if n > 1 {
-					dx = spread * (float64(j)/float64(n-1) - 0.5)
-				}
-				b.Dots = append(b.Dots, Dot{X: round1(cx + dx), Y: round1(y(math.Min(v/baseMean, axisMax))),
-					Tooltip: fmt.Sprintf("%s trial %d: %s %s (%.3f)", cell.Platform, j+1, num(v), cell.Unit, v/baseMean)})
-			}
-		}
+		b, text := c.bar(cell, c.Left+slot*(float64(i)+0.5), baseline, baseMean, axisMax, y)
 		c.Bars = append(c.Bars, b)
+		said = append(said, text)
 	}
 	c.Caption = fmt.Sprintf("%s %s relative to %s: %s", t.Workload, t.Metric, baseline, strings.Join(said, ", "))
 	return c
+}
+
+// chartTopValue is the top of a chart's scale before rounding: above every
+// bar, dot and (unless far out) CI.
+func chartTopValue(cells []analysis.Cell, baseMean float64) float64 {
+	top := 1.0
+	for _, cell := range cells {
+		top = maxFinite(top, cell.Ratio.Ratio)
+		for _, v := range cell.Values {
+			top = maxFinite(top, v/baseMean)
+		}
+	}
+	limit := top * 2
+	for _, cell := range cells {
+		if !cell.IsBaseline && cell.Ratio.Hi <= limit {
+			top = maxFinite(top, cell.Ratio.Hi)
+		}
+	}
+	return top
+}
+
+// bar is one cell's bar centred at cx, with its whisker and dots on the
+// scale y (0..axisMax), and what the caption says of it.
+func (c Chart) bar(cell analysis.Cell, cx float64, baseline string, baseMean, axisMax float64, y func(float64) float64) (Bar, string) {
+	b := Bar{Platform: cell.Platform, CenterX: round1(cx), LabelY: round1(c.Top + c.PlotH + 18)}
+	r := cell.Ratio.Ratio
+	switch {
+	case cell.IsBaseline:
+		b.Class = "bar baseline"
+	case cell.Verdict == "better":
+		b.Class = "bar better"
+	case cell.Verdict == "worse":
+		b.Class = "bar worse"
+	default:
+		b.Class = "bar same"
+	}
+	said := cell.Platform + " n/a"
+	if !isFinite(r) {
+		b.NoBar, b.Value, b.ValueY = true, "n/a", round1(c.Top+c.PlotH-6)
+		b.Tooltip = cell.Platform + ": no ratio (the baseline has no values)"
+	} else {
+		b.X, b.W = round1(cx-barW/2), barW
+		b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
+		b.Value = fmt.Sprintf("%.3f", r)
+		b.Tooltip = fmt.Sprintf("%s: %.3f × %s (%s)", cell.Platform, r, baseline, cell.Verdict)
+		valueTop := r
+		if !cell.IsBaseline && cell.NoVerdict == "" && isFinite(cell.Ratio.Lo) && isFinite(cell.Ratio.Hi) {
+			b.HasCI = true
+			hi := cell.Ratio.Hi
+			if hi > axisMax {
+				hi, b.Clipped = axisMax, true
+			}
+			b.CILo, b.CIHi = round1(y(cell.Ratio.Lo)), round1(y(hi))
+			b.CapL, b.CapR = round1(cx-9), round1(cx+9)
+			b.Tooltip += fmt.Sprintf(", 95%% CI %.3f..%.3f", cell.Ratio.Lo, cell.Ratio.Hi)
+			valueTop = math.Max(valueTop, hi)
+		}
+		for _, v := range cell.Values {
+			valueTop = maxFinite(valueTop, v/baseMean)
+		}
+		b.ValueY = round1(math.Max(c.Top-4, y(valueTop)-7))
+		said = fmt.Sprintf("%s %.3f", cell.Platform, r)
+	}
+	if isFinite(baseMean) && baseMean != 0 {
+		n := len(cell.Values)
+		spread := math.Min(barW*0.7, 7*float64(n-1))
+		for j, v := range cell.Values {
+			dx := 0.0
+			if n > 1 {
+				dx = spread * (float64(j)/float64(n-1) - 0.5)
+			}
+			b.Dots = append(b.Dots, Dot{X: round1(cx + dx), Y: round1(y(math.Min(v/baseMean, axisMax))),
+				Tooltip: fmt.Sprintf("%s trial %d: %s %s (%.3f)", cell.Platform, j+1, num(v), cell.Unit, v/baseMean)})
+		}
+	}
+	return b, said
 }
 
 // niceStep returns the smallest of 1, 2, 2.5 and 5 times a power of ten that

@@ -300,6 +300,59 @@ func groupLayout(id, title, subtitle string, names []string, groups []groupSpec,
 	return barLayout(id, title, subtitle, names, bgs, 1, "1.0", 0)
 }
 
+// groupTopValue is the top of a grouped chart's scale before rounding:
+// above the reference, every bar and (unless far out) interval.
+func groupTopValue(groups []barGroup, ref float64) float64 {
+	top := ref
+	for _, g := range groups {
+		for _, b := range g.bars {
+			top = maxFinite(top, b.v)
+		}
+	}
+	if !(top > 0) {
+		top = 1
+	}
+	limit := top * 2
+	for _, g := range groups {
+		for _, b := range g.bars {
+			if isFinite(b.hi) && b.hi <= limit {
+				top = maxFinite(top, b.hi)
+			}
+		}
+	}
+	return top
+}
+
+// groupBar is series si's bar of group label at bx, on the scale y
+// (0..axisMax), and what the caption says of it ("" for no value).
+func (c GroupChart) groupBar(bv barVal, bx float64, si int, label, name string, axisMax float64, y func(float64) float64) (GroupBar, string) {
+	b := GroupBar{Fill: palette[si%len(palette)], CenterX: round1(bx + gBarW/2)}
+	r := bv.v
+	if !isFinite(r) {
+		b.NoBar, b.Value, b.ValueY = true, "–", round1(c.Top+c.PlotH-4)
+		b.Tooltip = fmt.Sprintf("%s, %s: no value", label, name)
+		return b, ""
+	}
+	b.X, b.W = round1(bx+1), gBarW-2
+	b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
+	b.Value = bv.value
+	b.Tooltip = fmt.Sprintf("%s, %s: %s", label, name, bv.tip)
+	valueTop := r
+	if isFinite(bv.lo) && isFinite(bv.hi) {
+		b.HasCI = true
+		hi := bv.hi
+		if hi > axisMax {
+			hi, b.Clipped = axisMax, true
+		}
+		b.CILo, b.CIHi = round1(y(math.Max(bv.lo, 0))), round1(y(hi))
+		b.CapL, b.CapR = round1(bx+gBarW/2-5), round1(bx+gBarW/2+5)
+		valueTop = math.Max(valueTop, hi)
+	}
+	b.Tooltip += bv.ciTip
+	b.ValueY = round1(math.Max(c.Top-2, y(valueTop)-4))
+	return b, fmt.Sprintf("%s %s %s", label, name, bv.value)
+}
+
 // barVal is one bar: its value, its interval (NaN bounds: none), the
 // label above it and its tooltip's text.
 type barVal struct {
@@ -330,23 +383,7 @@ func barLayout(id, title, subtitle string, names []string, groups []barGroup, re
 	c.Height = c.Top + c.PlotH + gBottom
 	c.PlotRight, c.PlotBottom = round1(c.Left+c.PlotW), round1(c.Top+c.PlotH)
 	c.RefLabelX = round1(c.PlotRight + 4)
-	top := ref
-	for _, g := range groups {
-		for _, b := range g.bars {
-			top = maxFinite(top, b.v)
-		}
-	}
-	if !(top > 0) {
-		top = 1
-	}
-	limit := top * 2
-	for _, g := range groups {
-		for _, b := range g.bars {
-			if isFinite(b.hi) && b.hi <= limit {
-				top = maxFinite(top, b.hi)
-			}
-		}
-	}
+	top := groupTopValue(groups, ref)
 	step := niceStep(top * 1.1 / 5)
 	axisMax := math.Ceil(top*1.1/step) * step
 	y := func(v float64) float64 { return c.Top + c.PlotH*(1-v/axisMax) }
@@ -369,34 +406,11 @@ func barLayout(id, title, subtitle string, names []string, groups []barGroup, re
 		grp := Group{Label: g.label, LabelX: round1(cx), LabelY: round1(c.Top + c.PlotH + 18), Sub: g.sub, SubY: round1(c.Top + c.PlotH + 34)}
 		x0 := cx - gBarW*float64(len(g.bars))/2
 		for si, bv := range g.bars {
-			bx := x0 + gBarW*float64(si)
-			b := GroupBar{Fill: palette[si%len(palette)], CenterX: round1(bx + gBarW/2)}
-			name := names[si]
-			r := bv.v
-			if !isFinite(r) {
-				b.NoBar, b.Value, b.ValueY = true, "–", round1(c.Top+c.PlotH-4)
-				b.Tooltip = fmt.Sprintf("%s, %s: no value", g.label, name)
-			} else {
-				b.X, b.W = round1(bx+1), gBarW-2
-				b.Y, b.H = round1(y(r)), round1(y(0)-y(r))
-				b.Value = bv.value
-				b.Tooltip = fmt.Sprintf("%s, %s: %s", g.label, name, bv.tip)
-				valueTop := r
-				if isFinite(bv.lo) && isFinite(bv.hi) {
-					b.HasCI = true
-					hi := bv.hi
-					if hi > axisMax {
-						hi, b.Clipped = axisMax, true
-					}
-					b.CILo, b.CIHi = round1(y(math.Max(bv.lo, 0))), round1(y(hi))
-					b.CapL, b.CapR = round1(bx+gBarW/2-5), round1(bx+gBarW/2+5)
-					valueTop = math.Max(valueTop, hi)
-				}
-				b.Tooltip += bv.ciTip
-				b.ValueY = round1(math.Max(c.Top-2, y(valueTop)-4))
-				said = append(said, fmt.Sprintf("%s %s %s", g.label, name, bv.value))
-			}
+			b, text := c.groupBar(bv, x0+gBarW*float64(si), si, g.label, names[si], axisMax, y)
 			grp.Bars = append(grp.Bars, b)
+			if text != "" {
+				said = append(said, text)
+			}
 		}
 		c.Groups = append(c.Groups, grp)
 	}

@@ -1,7 +1,7 @@
-// Package htmlreport renders stored runs for people and for other tools: a
-// self-contained HTML report with inline SVG charts (Write), a side-by-side
-// comparison of runs (Compare, CompareText) and a one-row-per-trial export
-// (WriteCSV, WriteJSON).
+// Package htmlreport renders a stored run as a self-contained HTML report
+// with inline SVG charts (Write). The comparison of runs is
+// analysis.Compare (the numbers) and report.CompareText (the text); the
+// one-row-per-trial export is report.WriteCSV and report.WriteJSON.
 package htmlreport
 
 import (

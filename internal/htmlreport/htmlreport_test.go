@@ -3,9 +3,7 @@ package htmlreport
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +14,6 @@ import (
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -212,98 +209,6 @@ func TestHTMLTrust(t *testing.T) {
 	}
 }
 
-func compareFixture(t *testing.T, scale float64) Comparison {
-	t.Helper()
-	a, trialsA := fixtureRun(runA, 1)
-	b, trialsB := fixtureRun(runB, scale)
-	b.Started = t0.Add(time.Hour)
-	c, err := Compare([]RunData{{a, trialsA}, {b, trialsB}}, CompareOptions{Stats: stats.Options{Seed: 1, Resamples: 2000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func TestCompareGolden(t *testing.T) {
-	c := compareFixture(t, 0.88)
-	var b bytes.Buffer
-	if err := CompareText(&b, c); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "compare.txt", b.Bytes())
-}
-
-func TestCompareSlower(t *testing.T) {
-	tests := []struct {
-		name  string
-		scale float64 // run B's native throughput relative to run A's
-		pct   float64
-		want  []string // substrings of the listed regressions, in order
-	}{
-		{"12% slower, 5% allowed", 0.88, 5, []string{"redis-set ops_per_sec on native", "redis-set cpu_us_per_op"}},
-		{"12% slower, 15% allowed", 0.88, 15, nil},
-		{"same", 1, 0, nil},
-		{"faster", 1.2, 0, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := compareFixture(t, tc.scale).Slower(tc.pct)
-			if tc.want == nil && len(got) > 0 {
-				t.Fatalf("got %q, want none", got)
-			}
-			if len(tc.want) > 0 && (len(got) == 0 || !strings.Contains(got[0], tc.want[0])) {
-				t.Fatalf("got %q, want first %q", got, tc.want[0])
-			}
-			for _, g := range got {
-				if strings.Contains(g, "client_cpu_pct") {
-					t.Errorf("diagnostic metric listed: %q", g)
-				}
-			}
-		})
-	}
-}
-
-func TestCompareNothingInCommon(t *testing.T) {
-	a, trialsA := fixtureRun(runA, 1)
-	b := a
-	b.ID = runB
-	trialsB := []store.Trial{{RunID: runB, Round: 1, Workload: "other", Platform: "native",
-		Metrics: []store.Metric{{Name: "ops_per_sec", Value: 1}}}}
-	_, err := Compare([]RunData{{a, trialsA}, {b, trialsB}}, CompareOptions{})
-	if !errors.Is(err, ErrNothingInCommon) {
-		t.Fatalf("err = %v, want ErrNothingInCommon", err)
-	}
-}
-
-func TestExportGolden(t *testing.T) {
-	run, trials := fixtureRun(runA, 1)
-	in := ExportInput{Run: run, Trials: trials, Study: parseFixtureStudy(t)}
-	var c, j bytes.Buffer
-	if err := WriteCSV(&c, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteJSON(&j, in); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "export.csv", c.Bytes())
-	golden(t, "export.json", j.Bytes())
-	var rows []map[string]any
-	if err := json.Unmarshal(j.Bytes(), &rows); err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != len(trials) {
-		t.Fatalf("%d JSON rows, want %d", len(rows), len(trials))
-	}
-	if lines := strings.Count(c.String(), "\n"); lines != len(trials)+1 {
-		t.Errorf("%d CSV lines, want %d", lines, len(trials)+1)
-	}
-	for _, k := range append(append([]string{}, fixedColumns...), "ops_per_sec", "cpu_us_per_op", "client_cpu_pct") {
-		if _, ok := rows[0][k]; !ok {
-			t.Errorf("JSON row lacks %q", k)
-		}
-	}
-}
-
 // TestHTMLTraces: a find-max trial's steps are shown in order, each marked
 // passed or failed with its outcome on hover, and a search stopped for a
 // platform says why.
@@ -338,41 +243,5 @@ func TestHTMLTraces(t *testing.T) {
 	}
 	if strings.Contains(b.String(), `id="traces"`) {
 		t.Error("a run without searches has a traces section")
-	}
-}
-
-// TestCompareCeiling: a run whose find-max trials stopped at a limit of
-// their own has no ratio to the other run, and the table says ">= mean
-// (limit)" for it.
-func TestCompareCeiling(t *testing.T) {
-	mk := func(id runid.ID, v float64, ceiling bool) (store.Run, []store.Trial) {
-		r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: t0}
-		var ts []store.Trial
-		for round := 1; round <= 5; round++ {
-			tr := store.Trial{RunID: id, Round: round, Workload: "auction", Platform: "native",
-				Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: v + float64(round)}}}
-			if ceiling {
-				tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: v + float64(round), Is: "the data's limit"}.Note()}
-			}
-			ts = append(ts, tr)
-		}
-		return r, ts
-	}
-	a, ta := mk(runA, 2000, false)
-	b, tb := mk(runB, 3000, true)
-	c, err := Compare([]RunData{{a, ta}, {b, tb}}, CompareOptions{Stats: stats.Options{Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := c.Rows[0]
-	if row.Verdicts[0] != "n/a" || !math.IsNaN(row.Ratios[0].Ratio) || row.Ceilings[1] != "the data's limit" || row.Ceilings[0] != "" {
-		t.Errorf("row %+v: want no ratio and run B's ceiling", row)
-	}
-	var out bytes.Buffer
-	if err := CompareText(&out, c); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), ">= 3003.0 (the data's limit)") {
-		t.Errorf("comparison lacks the ceiling:\n%s", out.String())
 	}
 }

@@ -163,49 +163,10 @@ func build(ctx context.Context, api client.APIClient, c Config, hash, tag string
 		}
 	}()
 	rootfs := filepath.Join(tmp, "rootfs")
-	step := func(what string) func() {
-		fmt.Fprintf(o.Log, "image: %s\n", what)
-		t := time.Now()
-		return func() { fmt.Fprintf(o.Log, "image: %s took %s\n", what, time.Since(t).Round(100*time.Millisecond)) }
-	}
-
-	if err := writePolicy(rootfs); err != nil {
+	step := buildSteps(o.Log)
+	if err := makeRootfs(ctx, rootfs, c, o.Log, step); err != nil {
 		return "", nil, err
 	}
-	done := step("debootstrap (downloads and installs the packages; a minute or more)")
-	if err := run(ctx, o.Log, "  ", "debootstrap", "--variant=minbase", "--include="+strings.Join(c.packages(), ","),
-		c.Suite, rootfs, c.Mirror); err != nil {
-		return "", nil, err
-	}
-	done()
-	// debootstrap removes the policy-rc.d it found (it installs its own
-	// during its run), so write ours again before apt configures packages.
-	if err := writePolicy(rootfs); err != nil {
-		return "", nil, err
-	}
-
-	if err := writeSources(rootfs, c); err != nil {
-		return "", nil, err
-	}
-	done = step("upgrading from " + c.Suite + "-updates and " + c.Suite + "-security")
-	for _, args := range [][]string{
-		{"apt-get", "update"},
-		{"apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "upgrade"},
-		{"apt-get", "clean"},
-	} {
-		if err := inChroot(ctx, o.Log, rootfs, args...); err != nil {
-			return "", nil, err
-		}
-	}
-	if err := tidy(rootfs); err != nil {
-		return "", nil, err
-	}
-	done()
-	done = step("compiling nearnative's benchmark programs into " + benchbin.Dir)
-	if err := benchbin.Build(ctx, filepath.Join(rootfs, benchbin.Dir), o.Log); err != nil {
-		return "", nil, err
-	}
-	done()
 
 	versions, err = statusOf(rootfs)
 	if err != nil {
@@ -225,7 +186,7 @@ func build(ctx context.Context, api client.APIClient, c Config, hash, tag string
 		return "", nil, err
 	}
 
-	done = step("importing into Docker")
+	done := step("importing into Docker")
 	id, err = importTree(ctx, api, rootfs, hash, o.Log)
 	if err != nil {
 		return "", nil, err
@@ -239,6 +200,61 @@ func build(ctx context.Context, api client.APIClient, c Config, hash, tag string
 		return "", nil, err
 	}
 	return id, versions, nil
+}
+
+// buildSteps returns step, which logs what a build step does and returns
+// the function that logs how long it took.
+func buildSteps(log io.Writer) func(what string) func() {
+	return func(what string) func() {
+		fmt.Fprintf(log, "image: %s\n", what)
+		t := time.Now()
+		return func() { fmt.Fprintf(log, "image: %s took %s\n", what, time.Since(t).Round(100*time.Millisecond)) }
+	}
+}
+
+// makeRootfs makes the image's root file system: debootstrap with the
+// packages, the suite's updates and security fixes, and nearnative's
+// benchmark programs.
+func makeRootfs(ctx context.Context, rootfs string, c Config, log io.Writer, step func(string) func()) error {
+	if err := writePolicy(rootfs); err != nil {
+		return err
+	}
+	done := step("debootstrap (downloads and installs the packages; a minute or more)")
+	if err := run(ctx, log, "  ", "debootstrap", "--variant=minbase", "--include="+strings.Join(c.packages(), ","),
+		c.Suite, rootfs, c.Mirror); err != nil {
+		return err
+	}
+	done()
+	// debootstrap removes the policy-rc.d it found (it installs its own
+	// during its run), so write ours again before apt configures packages.
+	if err := writePolicy(rootfs); err != nil {
+		return err
+	}
+
+	if err := writeSources(rootfs, c); err != nil {
+		return err
+	}
+	done = step("upgrading from " + c.Suite + "-updates and " + c.Suite + "-security")
+	for _, args := range [][]string{
+		{"apt-get", "update"},
+		{"apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "upgrade"},
+		{"apt-get", "clean"},
+	} {
+		if err := inChroot(ctx, log, rootfs, args...); err != nil {
+			return err
+		}
+	}
+	if err := tidy(rootfs); err != nil {
+		return err
+	}
+	done()
+	done = step("compiling nearnative's benchmark programs into " + benchbin.Dir)
+	if err := benchbin.Build(ctx, filepath.Join(rootfs, benchbin.Dir), log); err != nil {
+		return err
+	}
+	done()
+
+	return nil
 }
 
 // installPrograms copies nearnative's benchmark programs from the image ref

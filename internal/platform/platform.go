@@ -1,8 +1,13 @@
 // Package platform defines where a server runs and how a client reaches it:
-// natively, in a Docker container with one of several network paths, or (in
-// later packages) in a VM. A workload describes a server once as a Spec; every
-// platform starts it and returns the address its client host (Env.Client)
-// should use.
+// the Platform interface, its optional abilities (JobRunner, Checker, CPUReporter, ...),
+// the Spec a workload describes a server with once, and the names of the
+// built-in platforms. The implementations live under internal/platforms:
+// native processes, Docker (several network paths and OCI runtimes),
+// Podman, LXC, QEMU VMs (with Docker inside them), the inter-container
+// networks of the icc study (netns) and Kubernetes pods (k8s). Every
+// platform starts a Spec and returns the address its client host
+// (Env.Client) should use; the multi-server contract (deploy.Backend) is
+// in internal/deploy.
 package platform
 
 import (
@@ -65,7 +70,7 @@ const (
 	Macvlan       = "macvlan"
 )
 
-// Kubernetes platforms (package platform/k8s): servers in pods of a cluster,
+// Kubernetes platforms (package platforms/k8s): servers in pods of a cluster,
 // reached through the path each names.
 const (
 	K8sPod        = "k8s-pod"

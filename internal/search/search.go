@@ -310,45 +310,17 @@ func Next(c Config, hist []Step) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	done := func(reason string) Decision {
-		d := Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
-		if d.Found && !s.hasFail {
-			d.Ceiling, d.CeilingIs = true, c.ceilingIs(s.maxPass, reason)
-		}
-		return d
-	}
 	if s.verified {
-		return done(ReasonVerified), nil
+		return s.done(c, ReasonVerified), nil
 	}
 	if len(hist) >= c.MaxSteps {
-		return done(ReasonStepCap), nil
+		return s.done(c, ReasonStepCap), nil
 	}
 	if len(hist) == 0 {
 		return Decision{Phase: Coarse, Value: c.round(c.Start)}, nil
 	}
 	if !s.coarseDone {
-		v := s.last.Value
-		if !s.last.Pass { // everything failed so far: ramp down
-			if v <= c.Min || c.Integer && v <= 1 {
-				return done(ReasonMinFailed), nil
-			}
-			next := c.round(v / c.Factor)
-			if next >= v {
-				next = v - 1
-			}
-			return Decision{Phase: Coarse, Value: math.Max(next, c.Min)}, nil
-		}
-		if c.Max > 0 && v >= c.Max {
-			return done(ReasonMaxPassed), nil
-		}
-		next := c.round(v * c.Factor)
-		if c.Max > 0 && next > c.Max {
-			next = c.Max
-		}
-		if next <= v { // an integer load too small to grow by the factor
-			next = v + 1
-		}
-		return Decision{Phase: Coarse, Value: next}, nil
+		return s.coarse(c), nil
 	}
 	if !s.hasFail {
 		// Every fail was overruled by a later pass at or above it: there is
@@ -359,11 +331,54 @@ func Next(c Config, hist []Step) (Decision, error) {
 		return Decision{Phase: Verify, Value: s.maxPass}, nil
 	}
 	if !s.hasPass && s.minFail <= c.Min {
-		return done(ReasonMinFailed), nil
+		return s.done(c, ReasonMinFailed), nil
 	}
 	if s.last.Phase == Coarse {
 		return Decision{Phase: Fine, Value: s.clamp(c, c.round((1-c.Below)*s.firstFail))}, nil
 	}
+	return s.fine(c), nil
+}
+
+// done is the decision that ends the search for reason: the best pass, a
+// ceiling when nothing above it failed.
+func (s state) done(c Config, reason string) Decision {
+	d := Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
+	if d.Found && !s.hasFail {
+		d.Ceiling, d.CeilingIs = true, c.ceilingIs(s.maxPass, reason)
+	}
+	return d
+}
+
+// coarse is the next step of the coarse phase: up by the factor after a
+// pass (to Max), down by it while everything fails (to Min).
+func (s state) coarse(c Config) Decision {
+	v := s.last.Value
+	if !s.last.Pass { // everything failed so far: ramp down
+		if v <= c.Min || c.Integer && v <= 1 {
+			return s.done(c, ReasonMinFailed)
+		}
+		next := c.round(v / c.Factor)
+		if next >= v {
+			next = v - 1
+		}
+		return Decision{Phase: Coarse, Value: math.Max(next, c.Min)}
+	}
+	if c.Max > 0 && v >= c.Max {
+		return s.done(c, ReasonMaxPassed)
+	}
+	next := c.round(v * c.Factor)
+	if c.Max > 0 && next > c.Max {
+		next = c.Max
+	}
+	if next <= v { // an integer load too small to grow by the factor
+		next = v + 1
+	}
+	return Decision{Phase: Coarse, Value: next}
+}
+
+// fine is the next step inside the bracket between the best pass and the
+// lowest fail, or the verification of the best pass once rounding closes it.
+func (s state) fine(c Config) Decision {
 	v := s.last.Value
 	var next float64
 	if s.last.Pass {
@@ -387,9 +402,9 @@ func Next(c Config, hist []Step) (Decision, error) {
 	next = s.clamp(c, c.round(next))
 	if s.hasPass && (next <= s.maxPass || next >= s.minFail) {
 		// Rounding to whole users closed the bracket.
-		return Decision{Phase: Verify, Value: s.maxPass}, nil
+		return Decision{Phase: Verify, Value: s.maxPass}
 	}
-	return Decision{Phase: Fine, Value: next}, nil
+	return Decision{Phase: Fine, Value: next}
 }
 
 // ceilingIs names the limit a search without a failure above its best

@@ -68,12 +68,7 @@ type Env struct {
 // link: BENCH.md, "The 40 ms plateau"), warnings.
 func Capture(ctx context.Context) (Env, error) {
 	e := Env{Extra: map[string]string{}}
-	var warns []string
-	warn := func(what string, err error) {
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			warns = append(warns, fmt.Sprintf("%s: %v", what, err))
-		}
-	}
+	var w captureWarnings
 
 	// Commands (tool lookups, systemd-detect-virt) run while files are read.
 	var wg sync.WaitGroup
@@ -83,9 +78,45 @@ func Capture(ctx context.Context) (Env, error) {
 	go func() { defer wg.Done(); tools = ToolVersions(ctx) }()
 	go func() { defer wg.Done(); virt, container = detectVirt(ctx) }()
 
+	e.kernelFacts(&w)
+	ci, ciErr := e.machineFacts(&w)
+	e.fileFacts(&w)
+	e.NearnativeVersion, e.Commit = version.Version, version.CommitID()
+
+	wg.Wait()
+	e.Tools = tools
+	e.Virtualization = virt
+	if e.Virtualization == "" {
+		e.Virtualization = virtFromFiles(e.Extra["dmi_sys_vendor"], e.Extra["dmi_product_name"], ci.Hypervisor, ciErr == nil)
+	}
+	setExtra(e.Extra, "container", container)
+
+	if len(w) > 0 {
+		sort.Strings(w)
+		e.Extra["warnings"] = strings.Join(w, "; ")
+	}
+	if err := ctx.Err(); err != nil {
+		return e, fmt.Errorf("capturing environment: %w", err)
+	}
+	return e, nil
+}
+
+// captureWarnings are the facts Capture could not read, one "what: error"
+// each; a file that does not exist is no warning.
+type captureWarnings []string
+
+func (w *captureWarnings) add(what string, err error) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		*w = append(*w, fmt.Sprintf("%s: %v", what, err))
+	}
+}
+
+// kernelFacts reads the host name, the kernel (uname), the interrupts and
+// the OS release.
+func (e *Env) kernelFacts(w *captureWarnings) {
 	var err error
 	e.Hostname, err = os.Hostname()
-	warn("hostname", err)
+	w.add("hostname", err)
 
 	var u unix.Utsname
 	if err := unix.Uname(&u); err == nil {
@@ -96,26 +127,31 @@ func Capture(ctx context.Context) (Env, error) {
 			e.Hostname = unix.ByteSliceToString(u.Nodename[:])
 		}
 	} else {
-		warn("uname", err)
+		w.add("uname", err)
 	}
 	e.Extra["go_version"] = runtime.Version()
 	e.Extra["irqbalance"] = IRQBalance("/proc")
 	if irqs, err := DeviceIRQs("/proc"); err == nil {
 		e.Extra["irqs"] = FormatIRQs(irqs)
 	} else {
-		warn("interrupts", err)
+		w.add("interrupts", err)
 	}
 
 	if f, err := os.Open("/etc/os-release"); err == nil {
 		e.OS, err = ParseOSRelease(f)
 		f.Close()
-		warn("os-release", err)
+		w.add("os-release", err)
 	} else {
-		warn("os-release", err)
+		w.add("os-release", err)
 	}
+}
 
+// machineFacts reads the CPUs, sockets, NUMA nodes, memory, cgroup version
+// and governor, and returns the CPU description (for the virtualisation
+// guess) with its error.
+func (e *Env) machineFacts(w *captureWarnings) (CPUInfo, error) {
 	ci, ciErr := ReadCPUInfo()
-	warn("cpuinfo", ciErr)
+	w.add("cpuinfo", ciErr)
 	e.CPUModel = ci.Model
 	setExtra(e.Extra, "cpu_vendor", ci.Vendor)
 	if ciErr == nil {
@@ -125,18 +161,25 @@ func Capture(ctx context.Context) (Env, error) {
 	if n, err := OnlineCPUs(); err == nil {
 		e.Extra["cpus_online"] = strconv.Itoa(n)
 	} else {
-		warn("online CPUs", err)
+		w.add("online CPUs", err)
 	}
+	var err error
 	e.Sockets, err = Sockets()
-	warn("sockets", err)
+	w.add("sockets", err)
 	e.NUMANodes, err = NUMANodes()
-	warn("NUMA nodes", err)
+	w.add("NUMA nodes", err)
 	e.MemoryBytes, err = MemoryBytes()
-	warn("memory", err)
+	w.add("memory", err)
 	e.CgroupVersion, err = CgroupVersion()
-	warn("cgroup version", err)
+	w.add("cgroup version", err)
 	e.Governor = Governor()
+	return ci, ciErr
+}
 
+// fileFacts reads the one-line facts of /sys and /proc (DMI, clock source,
+// huge pages, SMT, command line, load, TCP settings) and whether KVM is
+// there.
+func (e *Env) fileFacts(w *captureWarnings) {
 	for key, path := range map[string]string{
 		"dmi_sys_vendor":         "/sys/class/dmi/id/sys_vendor",
 		"dmi_product_name":       "/sys/class/dmi/id/product_name",
@@ -149,31 +192,12 @@ func Capture(ctx context.Context) (Env, error) {
 		"default_qdisc":          "/proc/sys/net/core/default_qdisc",
 	} {
 		v, err := readTrim(path)
-		warn(key, err)
+		w.add(key, err)
 		setExtra(e.Extra, key, v)
 	}
-	_, err = os.Stat("/dev/kvm")
+	_, err := os.Stat("/dev/kvm")
 	e.Extra["kvm"] = strconv.FormatBool(err == nil)
 	e.Extra["clk_tck"] = strconv.FormatInt(ClockTicks(), 10)
-
-	e.NearnativeVersion, e.Commit = version.Version, version.CommitID()
-
-	wg.Wait()
-	e.Tools = tools
-	e.Virtualization = virt
-	if e.Virtualization == "" {
-		e.Virtualization = virtFromFiles(e.Extra["dmi_sys_vendor"], e.Extra["dmi_product_name"], ci.Hypervisor, ciErr == nil)
-	}
-	setExtra(e.Extra, "container", container)
-
-	if len(warns) > 0 {
-		sort.Strings(warns)
-		e.Extra["warnings"] = strings.Join(warns, "; ")
-	}
-	if err := ctx.Err(); err != nil {
-		return e, fmt.Errorf("capturing environment: %w", err)
-	}
-	return e, nil
 }
 
 func setExtra(m map[string]string, k, v string) {

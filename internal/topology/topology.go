@@ -209,29 +209,11 @@ func (t Topology) Validate() error {
 	}
 	roles := map[string]Role{}
 	for _, r := range t.Roles {
-		if !roleName.MatchString(r.Name) {
-			return fmt.Errorf("topology: role name %q: want lower-case letters and digits, starting with a letter", r.Name)
-		}
 		if _, dup := roles[r.Name]; dup {
 			return fmt.Errorf("topology: role %s declared twice", r.Name)
 		}
-		if r.Count < 0 {
-			return fmt.Errorf("topology: role %s: count %d: want at least 1", r.Name, r.Count)
-		}
-		if r.Spec == nil {
-			return fmt.Errorf("topology: role %s: no spec", r.Name)
-		}
-		if r.Group != "" && !roleName.MatchString(r.Group) {
-			return fmt.Errorf("topology: role %s: group %q: want lower-case letters and digits", r.Name, r.Group)
-		}
-		if r.OwnGuest && (r.GuestPerServer || r.OnHost) {
-			return fmt.Errorf("topology: role %s: a guest of its own excludes spreading its servers over guests and running beside the driver", r.Name)
-		}
-		if r.GuestVCPUs < 0 || (r.GuestVCPUs > 0 && !r.OwnGuest) {
-			return fmt.Errorf("topology: role %s: guest vcpus %d: want a positive count, for a role in a guest of its own", r.Name, r.GuestVCPUs)
-		}
-		if r.ReadyPort != "" && !slices.Contains(r.Ports, r.ReadyPort) {
-			return fmt.Errorf("topology: role %s: ready port %q is not one of its ports (%s)", r.Name, r.ReadyPort, strings.Join(r.Ports, ", "))
+		if err := r.validate(); err != nil {
+			return err
 		}
 		roles[r.Name] = r
 	}
@@ -248,6 +230,39 @@ func (t Topology) Validate() error {
 	if _, err := t.Waves(); err != nil {
 		return err
 	}
+	return t.validatePlacement(roles)
+}
+
+// validate checks one role on its own: its name, count, spec, group, guest
+// and ready port.
+func (r Role) validate() error {
+	if !roleName.MatchString(r.Name) {
+		return fmt.Errorf("topology: role name %q: want lower-case letters and digits, starting with a letter", r.Name)
+	}
+	if r.Count < 0 {
+		return fmt.Errorf("topology: role %s: count %d: want at least 1", r.Name, r.Count)
+	}
+	if r.Spec == nil {
+		return fmt.Errorf("topology: role %s: no spec", r.Name)
+	}
+	if r.Group != "" && !roleName.MatchString(r.Group) {
+		return fmt.Errorf("topology: role %s: group %q: want lower-case letters and digits", r.Name, r.Group)
+	}
+	if r.OwnGuest && (r.GuestPerServer || r.OnHost) {
+		return fmt.Errorf("topology: role %s: a guest of its own excludes spreading its servers over guests and running beside the driver", r.Name)
+	}
+	if r.GuestVCPUs < 0 || (r.GuestVCPUs > 0 && !r.OwnGuest) {
+		return fmt.Errorf("topology: role %s: guest vcpus %d: want a positive count, for a role in a guest of its own", r.Name, r.GuestVCPUs)
+	}
+	if r.ReadyPort != "" && !slices.Contains(r.Ports, r.ReadyPort) {
+		return fmt.Errorf("topology: role %s: ready port %q is not one of its ports (%s)", r.Name, r.ReadyPort, strings.Join(r.Ports, ", "))
+	}
+	return nil
+}
+
+// validatePlacement checks the placement: the pinning, the roles it names
+// (roles are the topology's) and every CPU set.
+func (t Topology) validatePlacement(roles map[string]Role) error {
 	p := t.Placement
 	if p.Pin != PinNone && p.Pin != PinSpread {
 		return fmt.Errorf("topology: pin %q: want %q or none", p.Pin, PinSpread)
@@ -447,6 +462,28 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		return nil, fmt.Errorf("topology: role(s) %s go to a guest of their own, so each instance needs %d guests, but vms is %d: set vms to at least %d",
 			strings.Join(t.ownGuests(), ", "), slots, p.VMs, slots)
 	}
+	p.addServers(t, instances, slots)
+	if m.GuestContainers {
+		if err := p.groupsInOneGuest(); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.place(m); err != nil {
+		return nil, err
+	}
+	if m.VCPUs > 0 {
+		p.sizeGuests(m.VCPUs)
+	}
+	if err := p.checkOvercommit(m); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// addServers lists every server of every instance, wave by wave (the
+// start order), with its group (the container or process group it shares)
+// and its guest.
+func (p *Plan) addServers(t Topology, instances, slots int) {
 	// slotOf is a role's guest slot within its instance: 0 for the roles
 	// that share the instance's guest, 1... for those with one of their own.
 	slotOf := map[string]int{}
@@ -472,19 +509,7 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 					if r.GuestPerServer {
 						guest = (inst*max(r.Count, 1) + i) % p.VMs
 					}
-					group := "i" + strconv.Itoa(inst)
-					if r.OnHost {
-						group = "host"
-					} else if p.Layout == ContainerPerServer {
-						g := r.Group
-						if g == "" {
-							g = r.Name
-						}
-						group += "-" + g
-						if r.Group == "" && max(r.Count, 1) > 1 {
-							group += "-" + strconv.Itoa(i)
-						}
-					}
+					group := p.groupOf(r, inst, i)
 					idx = append(idx, len(p.Servers))
 					p.Servers = append(p.Servers, Server{
 						ID:    ServerID{Role: r.Name, Instance: inst, Index: i},
@@ -496,37 +521,53 @@ func (t Topology) Plan(m Machine) (*Plan, error) {
 		}
 		p.Waves = append(p.Waves, idx)
 	}
-	if m.GuestContainers {
-		if err := p.groupsInOneGuest(); err != nil {
-			return nil, err
+}
+
+// groupOf names the group of server i of role r in instance inst: "host"
+// beside the driver, the instance's with a container per server, else the
+// role's (or its Group's) within the instance.
+func (p *Plan) groupOf(r Role, inst, i int) string {
+	group := "i" + strconv.Itoa(inst)
+	if r.OnHost {
+		return "host"
+	}
+	if p.Layout == ContainerPerServer {
+		g := r.Group
+		if g == "" {
+			g = r.Name
+		}
+		group += "-" + g
+		if r.Group == "" && max(r.Count, 1) > 1 {
+			group += "-" + strconv.Itoa(i)
 		}
 	}
-	if err := p.place(m); err != nil {
-		return nil, err
+	return group
+}
+
+// checkOvercommit refuses guests whose vCPUs add up to more than the
+// topology's overcommit limit (DefaultOvercommit) of the machine's CPUs.
+func (p *Plan) checkOvercommit(m Machine) error {
+	if m.VCPUs == 0 || len(m.CPUs) == 0 {
+		return nil
 	}
-	if m.VCPUs > 0 {
-		p.sizeGuests(m.VCPUs)
+	limit := p.Topology.Overcommit
+	if limit == 0 {
+		limit = DefaultOvercommit
 	}
-	if m.VCPUs > 0 && len(m.CPUs) > 0 {
-		limit := t.Overcommit
-		if limit == 0 {
-			limit = DefaultOvercommit
-		}
-		total, sizes := 0, make([]string, len(p.GuestVCPUs))
-		for i, n := range p.GuestVCPUs {
-			total += n
-			sizes[i] = strconv.Itoa(n)
-		}
-		if ratio := float64(total) / float64(len(m.CPUs)); ratio > limit {
-			what := fmt.Sprintf("%d guests x %d vCPUs", p.VMs, m.VCPUs)
-			if total != p.VMs*m.VCPUs {
-				what = fmt.Sprintf("%d guests of %s vCPUs", p.VMs, strings.Join(sizes, " + "))
-			}
-			return nil, fmt.Errorf("topology: %s on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
-				what, len(m.CPUs), ratio, limit)
-		}
+	total, sizes := 0, make([]string, len(p.GuestVCPUs))
+	for i, n := range p.GuestVCPUs {
+		total += n
+		sizes[i] = strconv.Itoa(n)
 	}
-	return p, nil
+	if ratio := float64(total) / float64(len(m.CPUs)); ratio > limit {
+		what := fmt.Sprintf("%d guests x %d vCPUs", p.VMs, m.VCPUs)
+		if total != p.VMs*m.VCPUs {
+			what = fmt.Sprintf("%d guests of %s vCPUs", p.VMs, strings.Join(sizes, " + "))
+		}
+		return fmt.Errorf("topology: %s on %d CPUs is an overcommit of %.2g, above the limit %.2g: use fewer vms or vcpus, or raise the overcommit",
+			what, len(m.CPUs), ratio, limit)
+	}
+	return nil
 }
 
 // sizeGuests gives each guest the platform's vcpus, or the largest count

@@ -120,11 +120,7 @@ func ApplyTopology(v Values, t *topology.Topology) error {
 func Deploy(ctx context.Context, t Trial, topo topology.Topology, res *Result) (*deploy.Deployment, func(err *error), error) {
 	opt := deploy.Options{Log: t.Log}
 	if t.Host != nil {
-		be, ok := t.Host.(deploy.Backend)
-		if !ok {
-			return nil, nil, errors.New("the host platform cannot deploy servers")
-		}
-		opt.Host = be
+		opt.Host = t.Host
 	}
 	d, err := deploy.Deploy(ctx, t.Platform, t.Name, topo, opt)
 	if err != nil {

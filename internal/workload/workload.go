@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/layout"
 	"github.com/nearnative/nearnative/internal/platform"
@@ -255,12 +256,17 @@ type Trial struct {
 	Duration time.Duration
 	// RawDir is where the workload saves each tool's raw output.
 	RawDir string
+	// LogDir is the run's log directory, beside RawDir, where platforms
+	// write their servers' output (platform.Env.LogDir): a workload reads
+	// a server's log there, and points the data loads it runs itself at it.
+	LogDir string
 	// Log receives progress lines meant for the run log.
 	Log io.Writer
 	// Host is the native platform of the roles of a topology that run
 	// beside the load driver whatever the platform: on the client host,
 	// listening on its ClientAddr (nil when the engine was given none).
-	Host platform.Platform
+	// Workloads also load their data templates through it.
+	Host HostPlatform
 	// Client is where the trial's load runs and how it reaches the
 	// platform's servers (nil: on this machine over loopback; see
 	// ClientHost). Load generators run through it: RunClient, the
@@ -273,6 +279,15 @@ type Trial struct {
 	// Series, when not nil, stores the per-second series of the trial's
 	// driver runs.
 	Series SeriesSink
+}
+
+// HostPlatform is what a trial's Host does: start servers, run one-shot
+// jobs (data loads) and deploy the roles of a topology that run beside the
+// driver. The native platform (native.Beside) is one.
+type HostPlatform interface {
+	platform.Platform
+	platform.JobRunner
+	deploy.Backend
 }
 
 // ClientHost is t.Client, or the loopback host when it is nil.

@@ -1,7 +1,8 @@
-// Package docker runs servers in Docker containers with one of four network
+// Package docker runs servers in Docker containers with one of five network
 // paths (published port via the client host's link and iptables DNAT,
 // published port via 127.0.0.1 and the userland proxy, the container's bridge
-// address, the host network), under runc or another OCI runtime registered
+// address, the host network, and a user-defined bridge network of the run's
+// own for the icc study's docker-network), under runc or another OCI runtime registered
 // with dockerd (gVisor's runsc, crun: the docker-runsc-* and docker-crun-*
 // platforms), and cleans up every container and network a run created, found
 // by its nearnative.run label. A Flavor drives an engine that speaks Docker's

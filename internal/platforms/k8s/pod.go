@@ -149,26 +149,7 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 	var script []string
 	seenHost := map[string]string{}
 	for i, m := range members {
-		c := corev1.Container{
-			Name:            m.container(),
-			Image:           p.env.Image,
-			ImagePullPolicy: p.conn.pullPolicy(),
-			Command:         asUser(m.spec.User, m.argv),
-			WorkingDir:      m.listen.Dir,
-			Resources:       res,
-			VolumeMounts:    []corev1.VolumeMount{{Name: "nn-dir", MountPath: platform.ContainerDir}},
-		}
-		var keys []string
-		for k := range m.spec.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: m.spec.Env[k]})
-		}
-		for _, pn := range m.spec.Ports {
-			c.Ports = append(c.Ports, corev1.ContainerPort{Name: portName(pn), ContainerPort: int32(m.listen.Ports[pn]), Protocol: corev1.ProtocolTCP})
-		}
+		c := p.memberContainer(m, res)
 		for j, v := range m.spec.Volumes {
 			vname, ok := seenHost[v.HostPath]
 			if !ok {
@@ -202,6 +183,41 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 		}
 		pod.Spec.Containers = append(pod.Spec.Containers, c)
 	}
+	pod.Spec.InitContainers = []corev1.Container{p.initContainer(pod, cm, script, res)}
+	return pod, cm, nil
+}
+
+// memberContainer is the container of one member of a pod: its command as
+// its user, its environment (sorted), its ports and the pod's shared
+// directory.
+func (p *platformImpl) memberContainer(m member, res corev1.ResourceRequirements) corev1.Container {
+	c := corev1.Container{
+		Name:            m.container(),
+		Image:           p.env.Image,
+		ImagePullPolicy: p.conn.pullPolicy(),
+		Command:         asUser(m.spec.User, m.argv),
+		WorkingDir:      m.listen.Dir,
+		Resources:       res,
+		VolumeMounts:    []corev1.VolumeMount{{Name: "nn-dir", MountPath: platform.ContainerDir}},
+	}
+	var keys []string
+	for k := range m.spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: m.spec.Env[k]})
+	}
+	for _, pn := range m.spec.Ports {
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: portName(pn), ContainerPort: int32(m.listen.Ports[pn]), Protocol: corev1.ProtocolTCP})
+	}
+	return c
+}
+
+// initContainer runs script before the members start: it writes the files
+// (from cm, when there are any, whose volume it adds to the pod) and hands
+// directories to the servers' users.
+func (p *platformImpl) initContainer(pod *corev1.Pod, cm *corev1.ConfigMap, script []string, res corev1.ResourceRequirements) corev1.Container {
 	// The init container writes the files and hands directories to the
 	// servers' users; it carries the same resources so that a Guaranteed
 	// pod stays Guaranteed.
@@ -223,8 +239,7 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
 		init.VolumeMounts = append(init.VolumeMounts, corev1.VolumeMount{Name: "nn-files", MountPath: "/nn-files", ReadOnly: true})
 	}
-	pod.Spec.InitContainers = []corev1.Container{init}
-	return pod, cm, nil
+	return init
 }
 
 func hasMount(ms []corev1.VolumeMount, name string) bool {

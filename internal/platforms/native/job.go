@@ -73,21 +73,11 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	for k, v := range spec.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	start := time.Now()
-	proc, err := deathsig.Start(cmd) // dies with nearnative
-	if err != nil {
+	var started bool
+	res.Wall, started, err = runToEnd(ctx, cmd)
+	if !started {
 		return res, fmt.Errorf("starting job %s: %w", spec.Name, err)
 	}
-	select {
-	case <-proc.Done():
-		err = proc.Err()
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-proc.Done()
-		err = ctx.Err()
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group
-	res.Wall = time.Since(start)
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
@@ -103,4 +93,25 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 		return res, fmt.Errorf("job %s: %w", spec.Name, err)
 	}
 	return res, nil
+}
+
+// runToEnd starts cmd (it dies with nearnative) and waits for it, killing
+// its process group when ctx ends, and the group's stragglers either way.
+// It returns how long the job ran, whether it started, and its error.
+func runToEnd(ctx context.Context, cmd *exec.Cmd) (time.Duration, bool, error) {
+	start := time.Now()
+	proc, err := deathsig.Start(cmd)
+	if err != nil {
+		return 0, false, err
+	}
+	select {
+	case <-proc.Done():
+		err = proc.Err()
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-proc.Done()
+		err = ctx.Err()
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group
+	return time.Since(start), true, err
 }

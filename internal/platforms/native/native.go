@@ -193,43 +193,9 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		}
 		l.Close()
 	}
-	lim := cgroup.Limits{CPUSet: s.cpuset, CPUs: s.p.opt.CPUs, MemoryBytes: s.p.opt.MemoryBytes()}
-	argv := append([]string{bin}, s.argv[1:]...)
-	if spec.User != "" {
-		// Drop privileges after joining the cgroup (which needs root), with
-		// setpriv, which execs without forking.
-		uid, gid, err := lookupUser(spec.User)
-		if err != nil {
-			return fmt.Errorf("server %s: %w", spec.Name, err)
-		}
-		if err := chownTree(s.dir, uid, gid); err != nil {
-			return err
-		}
-		for _, v := range spec.Volumes {
-			if v.Own {
-				if err := chownTree(v.HostPath, uid, gid); err != nil {
-					return err
-				}
-			}
-		}
-		argv = deathsig.Setpriv(uid, gid, argv...)
-	}
-	// Always a group when root, limits or not: Stop and cleanup then reach
-	// every descendant, even one that left the process group (setsid).
-	if s.shared != nil {
-		if argv, err = s.shared.pin(argv, s.cpuset); err != nil {
-			return fmt.Errorf("server %s: %w", spec.Name, err)
-		}
-		s.group = s.shared.g
-		argv = s.group.Wrap(argv)
-	} else if !lim.Empty() || os.Geteuid() == 0 {
-		if s.group, err = cgroup.New(s.p.env.Run, s.name, lim); err != nil {
-			return err
-		}
-		argv = s.group.Wrap(argv)
-	}
-	if s.p.wrap != nil {
-		argv = s.p.wrap(argv)
+	argv, err := s.wrapArgv(spec, append([]string{bin}, s.argv[1:]...))
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(s.p.env.LogDir, 0o755); err != nil {
 		return fmt.Errorf("creating log dir: %w", err)
@@ -257,6 +223,58 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	if err := s.writeState(); err != nil {
 		return err
 	}
+	return s.waitStarted(ctx, cmd, bin, spec.Name)
+}
+
+// wrapArgv wraps the server's argv (its binary resolved): privileges
+// dropped to spec.User after it joins its cgroup (the shared group of a
+// topology's group, or one of its own when root or limited), then the
+// platform's own wrapper (a client host's namespace).
+func (s *server) wrapArgv(spec platform.Spec, argv []string) ([]string, error) {
+	var err error
+	lim := cgroup.Limits{CPUSet: s.cpuset, CPUs: s.p.opt.CPUs, MemoryBytes: s.p.opt.MemoryBytes()}
+	if spec.User != "" {
+		// Drop privileges after joining the cgroup (which needs root), with
+		// setpriv, which execs without forking.
+		uid, gid, err := lookupUser(spec.User)
+		if err != nil {
+			return nil, fmt.Errorf("server %s: %w", spec.Name, err)
+		}
+		if err := chownTree(s.dir, uid, gid); err != nil {
+			return nil, err
+		}
+		for _, v := range spec.Volumes {
+			if v.Own {
+				if err := chownTree(v.HostPath, uid, gid); err != nil {
+					return nil, err
+				}
+			}
+		}
+		argv = deathsig.Setpriv(uid, gid, argv...)
+	}
+	// Always a group when root, limits or not: Stop and cleanup then reach
+	// every descendant, even one that left the process group (setsid).
+	if s.shared != nil {
+		if argv, err = s.shared.pin(argv, s.cpuset); err != nil {
+			return nil, fmt.Errorf("server %s: %w", spec.Name, err)
+		}
+		s.group = s.shared.g
+		argv = s.group.Wrap(argv)
+	} else if !lim.Empty() || os.Geteuid() == 0 {
+		if s.group, err = cgroup.New(s.p.env.Run, s.name, lim); err != nil {
+			return nil, err
+		}
+		argv = s.group.Wrap(argv)
+	}
+	if s.p.wrap != nil {
+		argv = s.p.wrap(argv)
+	}
+	return argv, nil
+}
+
+// waitStarted returns once the server runs: its wrappers (the cgroup
+// shell, setpriv) have exec'd bin and it has not exited within earlyExit.
+func (s *server) waitStarted(ctx context.Context, cmd *exec.Cmd, bin, name string) error {
 	// A server that dies at once (bad flag, port taken) is reported now with
 	// the tail of its log, not as a timeout later: wait until the wrappers
 	// (the cgroup shell, setpriv) have exec'd the server, which takes long
@@ -268,7 +286,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	for {
 		select {
 		case <-s.done:
-			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", spec.Name, s.proc.Err(), tail(s.log.Name(), 10))
+			return fmt.Errorf("server %s exited at once (%v); last output:\n%s", name, s.proc.Err(), tail(s.log.Name(), 10))
 		case <-execd.C:
 			if settle == nil && runs(cmd.Process.Pid, bin) {
 				if platform.IsQuickStart(ctx) {

@@ -154,17 +154,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if len(web) != 1 {
 		return res, fmt.Errorf("the deployment has %d nginx entries, want 1", len(web))
 	}
-	tiers := map[string][]platform.CPUReporter{}
-	for _, r := range d.Servers() {
-		c, ok := r.Srv.(platform.CPUReporter)
-		if !ok {
-			return res, fmt.Errorf("platform %s cannot report the CPU time of %s", t.Platform.Name(), r.ID.Name())
-		}
-		tiers[r.ID.Role] = append(tiers[r.ID.Role], c)
-	}
-	var servers []platform.Server
-	for _, r := range d.Servers() {
-		servers = append(servers, r.Srv)
+	servers, tiers, err := serverTiers(d, t.Platform.Name())
+	if err != nil {
+		return res, err
 	}
 	res.Commands = append(res.Commands, fmt.Sprintf("driver: closed loop, simulated users at http://%s/ (%s)", web[0], Behaviour))
 
@@ -185,17 +177,48 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 			in.size.MaxUsers, in.sizedNote(), p.template.Info.Key, float64(p.template.Info.Bytes)/(1<<20), copied.Round(10*time.Millisecond), booted.Round(100*time.Millisecond)))
 	res.Notes = append(res.Notes, in.quickNotes(t.Duration)...)
 	if !sr.Found {
-		err := &SearchError{Platform: t.Platform.Name(), Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))}
-		if sr.Reason == search.ReasonStepCap {
-			// The search ran out of steps before a pass (a loaded machine,
-			// a stack still working off an overload): this trial has no
-			// peak, but another round may; only a stack that fails at the
-			// smallest load stops the platform.
-			err.Reason = fmt.Sprintf("no number of users met the QoS in %d steps (%s), the lowest tried %g: %s", len(sr.Steps), search.ReasonStepCap, lowest(sr.Steps), lastSummary(sr.Steps))
-			return res, err
-		}
-		return res, workload.StopUnit(err)
+		return res, notFound(t.Platform.Name(), cfg, sr)
 	}
+	err = peakResult(sr, &res)
+	return res, err
+}
+
+// serverTiers lists the deployment's servers and groups their CPU
+// reporters by tier (role).
+func serverTiers(d *deploy.Deployment, platformName string) ([]platform.Server, map[string][]platform.CPUReporter, error) {
+	tiers := map[string][]platform.CPUReporter{}
+	var servers []platform.Server
+	for _, r := range d.Servers() {
+		c, ok := r.Srv.(platform.CPUReporter)
+		if !ok {
+			return nil, nil, fmt.Errorf("platform %s cannot report the CPU time of %s", platformName, r.ID.Name())
+		}
+		tiers[r.ID.Role] = append(tiers[r.ID.Role], c)
+		servers = append(servers, r.Srv)
+	}
+	return servers, tiers, nil
+}
+
+// notFound is the error of a search that found no passing load: a
+// *SearchError, which stops the platform (workload.StopUnit) unless the
+// search only ran out of steps.
+func notFound(platformName string, cfg search.Config, sr search.Result) error {
+	err := &SearchError{Platform: platformName, Reason: fmt.Sprintf("no number of users met the QoS down to %g: %s", cfg.Min, lastSummary(sr.Steps))}
+	if sr.Reason == search.ReasonStepCap {
+		// The search ran out of steps before a pass (a loaded machine,
+		// a stack still working off an overload): this trial has no
+		// peak, but another round may; only a stack that fails at the
+		// smallest load stops the platform.
+		err.Reason = fmt.Sprintf("no number of users met the QoS in %d steps (%s), the lowest tried %g: %s", len(sr.Steps), search.ReasonStepCap, lowest(sr.Steps), lastSummary(sr.Steps))
+		return err
+	}
+	return workload.StopUnit(err)
+}
+
+// peakResult fills res with the figures of the passing step at the peak
+// and the notes that qualify it (a ceiling, an unverified peak, a
+// saturated driver).
+func peakResult(sr search.Result, res *workload.Result) error {
 	var atMax search.Step
 	for _, st := range sr.Steps {
 		if st.Pass && st.Value == sr.Max {
@@ -204,7 +227,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	var dt stepDetail
 	if err := json.Unmarshal(atMax.Detail, &dt); err != nil {
-		return res, fmt.Errorf("reading the record of the step at the peak: %w", err)
+		return fmt.Errorf("reading the record of the step at the peak: %w", err)
 	}
 	res.Values = map[string]float64{
 		MetricPeakUsers:                        sr.Max,
@@ -236,7 +259,45 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("at the peak %.0f users: %.1f operations/s, mean cycle %.2f s (target %.2f s, %d of %d cycles late), machine busy %.0f%%, tiers %s",
 		sr.Max, dt.Throughput, dt.Cycle.AchievedMs/1000, dt.Cycle.TargetMs/1000, dt.Cycle.Late, dt.Cycle.N, dt.CPU.MachineBusy*100, tierLine(dt.Tiers)))
-	return res, nil
+	return nil
+}
+
+// settle waits, after a failing step, until the stack has worked off what
+// the overload queued (workload.Settle over the tiers' CPU time), and
+// returns how many seconds that took.
+func (in *Instance) settle(ctx context.Context, t workload.Trial, d *deploy.Deployment, tiers map[string][]platform.CPUReporter, users int) (float64, error) {
+	waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+		ts, err := readTiers(ctx, tiers)
+		var sum time.Duration
+		for _, v := range ts {
+			sum += v
+		}
+		return sum, err
+	})
+	if err != nil {
+		return 0, in.serverError(ctx, t, d, err)
+	}
+	if !drained {
+		fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users\n", t.Name, waited.Round(time.Second), users)
+	}
+	return waited.Seconds(), nil
+}
+
+// stepSummary is a step's one line: phase, users, throughput, cycle, the
+// QoS verdict and what qualifies it.
+func stepSummary(st search.Step, users int, dt stepDetail, verdict string) string {
+	cycle := "no cycle completed within the interval"
+	if dt.Cycle.N > 0 {
+		cycle = fmt.Sprintf("cycle %.2f s", dt.Cycle.AchievedMs/1000)
+	}
+	summary := fmt.Sprintf("%s %d users: %.1f ops/s, %s, %s", st.Phase, users, dt.Throughput, cycle, verdict)
+	if dt.SetupFailures > 0 {
+		summary += fmt.Sprintf(" (%d users could not start)", dt.SetupFailures)
+	}
+	if dt.Saturation.Saturated {
+		summary += " (driver saturated)"
+	}
+	return summary
 }
 
 // StackError is a deployment that did not come up or failed during the
@@ -313,21 +374,11 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 		// after the driver stops: let it work that off (workload.Settle)
 		// before the health check, which a swamped nginx answers late,
 		// and before the next step, which would meet the backlog.
-		waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-			ts, err := readTiers(ctx, tiers)
-			var sum time.Duration
-			for _, v := range ts {
-				sum += v
-			}
-			return sum, err
-		})
+		settled, err := in.settle(ctx, t, d, tiers, users)
 		if err != nil {
-			return search.Outcome{}, in.serverError(ctx, t, d, err)
+			return search.Outcome{}, err
 		}
-		dt.Settled = waited.Seconds()
-		if !drained {
-			fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users\n", t.Name, waited.Round(time.Second), users)
-		}
+		dt.Settled = settled
 	}
 	// A server that died, or an app server that lost the broker, ends the
 	// search for this platform rather than passing or failing the step: a
@@ -340,17 +391,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if err != nil {
 		return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
 	}
-	cycle := "no cycle completed within the interval"
-	if dt.Cycle.N > 0 {
-		cycle = fmt.Sprintf("cycle %.2f s", dt.Cycle.AchievedMs/1000)
-	}
-	summary := fmt.Sprintf("%s %d users: %.1f ops/s, %s, %s", st.Phase, users, dt.Throughput, cycle, verdict.Summary())
-	if dt.SetupFailures > 0 {
-		summary += fmt.Sprintf(" (%d users could not start)", dt.SetupFailures)
-	}
-	if dt.Saturation.Saturated {
-		summary += " (driver saturated)"
-	}
+	summary := stepSummary(st, users, dt, verdict.Summary())
 	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, truncate(summary, 400))
 	return search.Outcome{Pass: verdict.Pass, Summary: truncate(summary, 2000), Detail: b}, nil
 }

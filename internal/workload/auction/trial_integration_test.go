@@ -43,7 +43,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			log, series := &search.MemLog{}, &testenv.Series{}
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + k, Platform: ps[k], Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + k, Platform: ps[k], Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: series})
 			steps, _ := log.Steps(ctx)
 			for _, st := range steps {
@@ -130,7 +130,7 @@ func TestTrialStopsUnit(t *testing.T) {
 			}}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-stop", Platform: ps[platform.Native], Host: ps[platform.Native],
+			_, err = in.Run(ctx, workload.Trial{Run: run, Name: "t-stop", Platform: ps[platform.Native], Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 3 * time.Second, RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: &search.MemLog{}, Series: series})
 			var se *StackError
 			if !errors.Is(err, workload.ErrUnitStopped) || !errors.As(err, &se) {

@@ -457,14 +457,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	df, fioOut := splitDF(jres.Stdout)
-	jres.Stdout = fioOut
-	fs := "file system unknown"
-	if d, ok := parseDF(df); ok {
-		fs = d
-	}
-	file := path.Join(pl.dir, FileName)
-	where := in.describe(pl, hf.dir, file, fs)
+	where := in.whereText(&jres, pl, hf.dir)
 	res.Where = append(res.Where, where)
 	raw, werr := saveRaw(t.RawDir, t.Name, jres)
 	if jerr == nil && werr != nil {
@@ -484,21 +477,41 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 		hostFiles.Unlock()
 	}
 	res.Values = values(cfg.Mode, sum)
-	layout := fmt.Sprintf("fio laid out and fsynced the %s file before the timed run", fioSize(cfg.Size))
-	switch {
-	case shared && reused:
-		layout = fmt.Sprintf("the %s host file laid out by an earlier trial of this run was reused (native and volume trials share it; removed when the run ends)", fioSize(cfg.Size))
-	case shared:
-		layout += " (kept for the run's later native and volume trials)"
-	default:
-		layout += "; removed after the trial"
-	}
+	layout := layoutNote(cfg.Size, shared, reused)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("%s (fio --version as run on the platform)", sum.Version),
 		fmt.Sprintf("%s; %v ramp not measured", layout, cfg.Ramp),
 		workload.SizeNote+in.sizeNote(),
 		where)
 	return res, nil
+}
+
+// whereText says where the test file was (the place, the host file, the
+// file system the job's df line names) and takes that line out of the
+// job's output.
+func (in *Instance) whereText(jres *platform.JobResult, pl placement, hostDir string) string {
+	df, fioOut := splitDF(jres.Stdout)
+	jres.Stdout = fioOut
+	fs := "file system unknown"
+	if d, ok := parseDF(df); ok {
+		fs = d
+	}
+	return in.describe(pl, hostDir, path.Join(pl.dir, FileName), fs)
+}
+
+// layoutNote says how the test file of size bytes came to be: laid out by
+// this trial, or reused from an earlier one when the host file is shared.
+func layoutNote(size int64, shared, reused bool) string {
+	layout := fmt.Sprintf("fio laid out and fsynced the %s file before the timed run", fioSize(size))
+	switch {
+	case shared && reused:
+		layout = fmt.Sprintf("the %s host file laid out by an earlier trial of this run was reused (native and volume trials share it; removed when the run ends)", fioSize(size))
+	case shared:
+		layout += " (kept for the run's later native and volume trials)"
+	default:
+		layout += "; removed after the trial"
+	}
+	return layout
 }
 
 // sizeNote says how the file size relates to the page cache.

@@ -613,7 +613,7 @@ func (in *Instance) cpuTimeError(ctx context.Context, url string, err error) err
 // logTail is the end of the server's log, which the platform writes to the
 // run's logs directory beside raw/.
 func logTail(t workload.Trial, n int) string {
-	path := filepath.Join(filepath.Dir(t.RawDir), "logs", t.Name+"-nginx.log")
+	path := filepath.Join(t.LogDir, t.Name+"-nginx.log")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log at " + path + ")"

@@ -183,12 +183,43 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 		res.Where = append(res.Where, "server: "+s.Describe())
 	}
 
-	start := time.Now().Add(startMargin(len(plan.Clients)))
-	type outcome struct {
-		job platform.JobResult
-		err error
+	outs := runClients(ctx, jr, t.Name, plan, servers, d)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
 	}
-	outs := make([]outcome, len(plan.Clients))
+	perContainer, total, late, errs := readClients(t, plan, outs, &res)
+	if len(errs) > 0 {
+		return res, errors.Join(errs...)
+	}
+	res.Values = map[string]float64{
+		MetricPerContainer: total / float64(len(perContainer)),
+		MetricAggregate:    total,
+	}
+	if late > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the last client container started %.0f ms after the common start time, so the %v runs overlapped only partly", late, d))
+	}
+	lo, hi := perContainer[0], perContainer[0]
+	for _, v := range perContainer {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if len(perContainer) > 1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("client containers %.2f..%.2f Gbit/s", lo, hi))
+	}
+	return res, nil
+}
+
+// clientOutcome is one client container's job and its error.
+type clientOutcome struct {
+	job platform.JobResult
+	err error
+}
+
+// runClients starts every client container of the plan at once (each
+// waits for a common start time) against its servers' ports, for d, and
+// waits for them all.
+func runClients(ctx context.Context, jr platform.JobRunner, trial string, plan Plan, servers []platform.Server, d time.Duration) []clientOutcome {
+	start := time.Now().Add(startMargin(len(plan.Clients)))
+	outs := make([]clientOutcome, len(plan.Clients))
 	var wg sync.WaitGroup
 	for c, targets := range plan.Clients {
 		addrs := make([]string, len(targets))
@@ -202,17 +233,17 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[c].job, outs[c].err = jr.RunJob(ctx, t.Name, spec)
+			outs[c].job, outs[c].err = jr.RunJob(ctx, trial, spec)
 		}()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
+	return outs
+}
 
-	var perContainer []float64
-	var total, late float64
-	var errs []error
+// readClients saves each client's raw output, records its command and
+// place in res, and returns each container's throughput (Gbit/s), their
+// total, the latest start (ms) and the clients that failed.
+func readClients(t workload.Trial, plan Plan, outs []clientOutcome, res *workload.Result) (perContainer []float64, total, late float64, errs []error) {
 	for c, o := range outs {
 		raw, note := saveRaw(t, c, o.job)
 		if note != "" {
@@ -241,24 +272,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (res workload.Res
 		total += sum
 		late = max(late, LateMillis(o.job.Stderr))
 	}
-	if len(errs) > 0 {
-		return res, errors.Join(errs...)
-	}
-	res.Values = map[string]float64{
-		MetricPerContainer: total / float64(len(perContainer)),
-		MetricAggregate:    total,
-	}
-	if late > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the last client container started %.0f ms after the common start time, so the %v runs overlapped only partly", late, d))
-	}
-	lo, hi := perContainer[0], perContainer[0]
-	for _, v := range perContainer {
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	if len(perContainer) > 1 {
-		res.Notes = append(res.Notes, fmt.Sprintf("client containers %.2f..%.2f Gbit/s", lo, hi))
-	}
-	return res, nil
+	return perContainer, total, late, errs
 }
 
 // startServers starts the plan's server endpoints at once.

@@ -16,7 +16,6 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -82,11 +81,10 @@ func (in *Instance) roles(copies []string) []topology.Role {
 // instances on the trial's platform, drives them, and reads the figures.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	host, ok := t.Host.(*native.Platform)
-	if !ok {
+	if t.Host == nil {
 		return res, errors.New("the oltp workload builds its database template through the native platform, and the engine provided none")
 	}
-	tmpl, err := in.template(ctx, t, host, &res)
+	tmpl, err := in.template(ctx, t, &res)
 	if err != nil {
 		return res, err
 	}
@@ -144,13 +142,12 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 
 // template returns the dataset's template, building it first when the
 // cache has none, and notes which it is.
-func (in *Instance) template(ctx context.Context, t workload.Trial, host *native.Platform, res *workload.Result) (dvdstore.Template, error) {
-	logDir := filepath.Join(filepath.Dir(t.RawDir), "logs")
+func (in *Instance) template(ctx context.Context, t workload.Trial, res *workload.Result) (dvdstore.Template, error) {
 	cache := templateCache()
 	if in.cache != nil {
 		cache = *in.cache
 	}
-	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: host, LogDir: logDir, Log: t.Log}, in.dataset)
+	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: t.Host, LogDir: t.LogDir, Log: t.Log}, in.dataset)
 	if err != nil {
 		return tmpl, fmt.Errorf("the DVD Store database %s: %w", in.dataset, err)
 	}
@@ -403,7 +400,6 @@ func readRates(ctx context.Context, addrs []string, from, to time.Time) (pgserve
 func (in *Instance) record(m measured, res *workload.Result) error {
 	r := m.r
 	steady := r.Phases.Steady
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	if res.Values == nil {
 		res.Values = map[string]float64{}
 	}
@@ -412,9 +408,47 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	}
 	orders := r.Counters[CountOrders]
 	res.Values[MetricOPM] = OPM(orders, steady)
+	failed, done, problems := in.opFigures(r, res)
+	cp, cr := r.Counters[CountPurchases], r.Counters[CountRollbacks]
+	rollbackPct := 0.0
+	if cp > 0 {
+		rollbackPct = 100 * float64(cr) / float64(cp)
+	}
+	res.Values[MetricRollbackPct] = rollbackPct
+	res.Values[MetricRetries] = float64(r.Counters[CountDeadlockRetries])
+	res.Values[MetricCopy] = m.copyWall.Seconds()
+	problems = append(problems, m.cpuFigures(res)...)
+
+	res.Notes = append(res.Notes, ClosedLoopNote, in.settingsNote(m.layout))
+	res.Notes = append(res.Notes, fmt.Sprintf("measured %v: %d orders (%s OPM), %d purchases of which %d rolled back (%.2f%%), %d deadlock retries, %d new customers; %s",
+		steady, orders, fmtNum(res.Values[MetricOPM]), cp, cr, rollbackPct, r.Counters[CountDeadlockRetries], r.Counters[CountNewCustomers], in.perOpNote(r)))
+	if m.statsErr == nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("pg_stat_database over %.1f s of the measured period, all instances: %.0f commits/s, %.0f rollbacks/s, buffer hit ratio %.2f%%, %d deadlocks",
+			m.stats.Seconds, m.stats.CommitsPerSec, m.stats.RollbacksPerSec, 100*m.stats.HitRatio, m.stats.Deadlocks))
+	}
+	if sat := r.Saturation(driver.Limits{}); sat.Saturated {
+		res.Notes = append(res.Notes, "the DVD Store driver may have been the bottleneck: "+strings.Join(sat.Reasons, "; "))
+	}
+	if failed > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d transactions failed: %s", failed, done, failureExamples(r)))
+	}
+	problems = append(problems, in.loadProblems(r, failed, done, rollbackPct)...)
+	if len(problems) > 0 {
+		res.Notes = append(res.Notes, "marked failed, not averaged: "+strings.Join(problems, "; "))
+		return fmt.Errorf("trial marked failed, not averaged: %s (its figures are in the notes: %s OPM)", strings.Join(problems, "; "), fmtNum(res.Values[MetricOPM]))
+	}
+	return nil
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// opFigures records each transaction's mean and p95 latency and the mean
+// order time, and returns the failed and attempted transactions and the
+// transactions that never completed (a problem each).
+func (in *Instance) opFigures(r *driver.Result, res *workload.Result) (failed, done int64, problems []string) {
 	var stepSum float64
 	var purchases int64
-	var failed, done int64
 	for _, op := range Ops {
 		o := r.Ops[op]
 		if o == nil {
@@ -429,11 +463,10 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 			purchases = o.Count
 		}
 	}
-	var problems []string
 	for _, op := range in.transactionOps() {
 		o := r.Ops[op]
 		if o == nil || o.Count == 0 {
-			problems = append(problems, fmt.Sprintf("no %s transaction completed in the measured period (%v): lengthen the trial", op, steady))
+			problems = append(problems, fmt.Sprintf("no %s transaction completed in the measured period (%v): lengthen the trial", op, r.Phases.Steady))
 			continue
 		}
 		res.Values[op+MetricMeanSuffix] = ms(o.Latency.Mean())
@@ -443,14 +476,14 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	if purchases > 0 {
 		res.Values[MetricOrderMs] = stepSum / float64(purchases)
 	}
-	cp, cr := r.Counters[CountPurchases], r.Counters[CountRollbacks]
-	rollbackPct := 0.0
-	if cp > 0 {
-		rollbackPct = 100 * float64(cr) / float64(cp)
-	}
-	res.Values[MetricRollbackPct] = rollbackPct
-	res.Values[MetricRetries] = float64(r.Counters[CountDeadlockRetries])
-	res.Values[MetricCopy] = m.copyWall.Seconds()
+	return failed, done, problems
+}
+
+// cpuFigures records the database's statistics, the tiers' CPU shares and
+// the CPU per order over the whole load, and returns what could not be
+// measured (a problem each).
+func (m measured) cpuFigures(res *workload.Result) []string {
+	var problems []string
 	if m.statsErr == nil {
 		res.Values[MetricCommits] = m.stats.CommitsPerSec
 		res.Values[MetricHitRatio] = 100 * m.stats.HitRatio
@@ -464,7 +497,7 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	// CPU per order over the whole load: every order completed while the
 	// meter ran (the purchases of every phase in the driver's series).
 	var all int64
-	for _, p := range r.Points() {
+	for _, p := range m.r.Points() {
 		if p.Op == OpPurchase {
 			all += p.Count
 		}
@@ -477,22 +510,16 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 	} else {
 		problems = append(problems, "no order completed")
 	}
+	return problems
+}
 
-	res.Notes = append(res.Notes, ClosedLoopNote, in.settingsNote(m.layout))
-	res.Notes = append(res.Notes, fmt.Sprintf("measured %v: %d orders (%s OPM), %d purchases of which %d rolled back (%.2f%%), %d deadlock retries, %d new customers; %s",
-		steady, orders, fmtNum(res.Values[MetricOPM]), cp, cr, rollbackPct, r.Counters[CountDeadlockRetries], r.Counters[CountNewCustomers], in.perOpNote(r)))
-	if m.statsErr == nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("pg_stat_database over %.1f s of the measured period, all instances: %.0f commits/s, %.0f rollbacks/s, buffer hit ratio %.2f%%, %d deadlocks",
-			m.stats.Seconds, m.stats.CommitsPerSec, m.stats.RollbacksPerSec, 100*m.stats.HitRatio, m.stats.Deadlocks))
-	}
-	if sat := r.Saturation(driver.Limits{}); sat.Saturated {
-		res.Notes = append(res.Notes, "the DVD Store driver may have been the bottleneck: "+strings.Join(sat.Reasons, "; "))
-	}
+// loadProblems are what makes the load unfit to average: users that could
+// not start, purchases deadlocked past their retries, too many failed
+// transactions, too many rollbacks.
+func (in *Instance) loadProblems(r *driver.Result, failed, done int64, rollbackPct float64) []string {
+	var problems []string
 	if r.SetupFailures > 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d users could not start: %s", r.SetupFailures, r.Users, r.SetupExample))
-	}
-	if failed > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d transactions failed: %s", failed, done, failureExamples(r)))
 	}
 	if n := exhaustedRetries(r); n > 0 {
 		problems = append(problems, fmt.Sprintf("%d purchase(s) still deadlocked after %d retries (%s)", n, in.order.DeadlockRetries, CauseRetriesExhausted))
@@ -501,14 +528,11 @@ func (in *Instance) record(m measured, res *workload.Result) error {
 		problems = append(problems, fmt.Sprintf("%.1f%% of the transactions failed (more than %g%%): %s", 100*float64(failed)/float64(done), maxFailedPct, failureExamples(r)))
 	}
 	if rollbackPct > MaxRollbackPct {
+		cp, cr := r.Counters[CountPurchases], r.Counters[CountRollbacks]
 		problems = append(problems, fmt.Sprintf("%.1f%% of the purchases rolled back (%d of %d), far above DVD Store's 1.9%% (limit %d%%): too little stock for the load, e.g. too small a scale",
 			rollbackPct, cr, cp, MaxRollbackPct))
 	}
-	if len(problems) > 0 {
-		res.Notes = append(res.Notes, "marked failed, not averaged: "+strings.Join(problems, "; "))
-		return fmt.Errorf("trial marked failed, not averaged: %s (its figures are in the notes: %s OPM)", strings.Join(problems, "; "), fmtNum(res.Values[MetricOPM]))
-	}
-	return nil
+	return problems
 }
 
 // settingsNote states the configuration of a trial laid out as layout, and

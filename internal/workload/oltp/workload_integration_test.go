@@ -71,7 +71,7 @@ func TestTrialOnPlatforms(t *testing.T) {
 			in := integrationInstance(t, c.over)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: fmt.Sprintf("t%d", i), Platform: ps[c.kind], Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: fmt.Sprintf("t%d", i), Platform: ps[c.kind], Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 4 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 			for _, n := range res.Notes {
 				t.Log("note: ", n)
@@ -124,7 +124,7 @@ func TestRollbackMarksTrial(t *testing.T) {
 	in := integrationInstance(t, map[string]string{"mode": "direct", "scale": "0.0005", "data_seed": "194", "instances": "1", "threads": "4"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := in.Run(ctx, workload.Trial{Run: run, Name: "tiny", Platform: ps[platform.Native], Host: ps[platform.Native],
+	res, err := in.Run(ctx, workload.Trial{Run: run, Name: "tiny", Platform: ps[platform.Native], Host: ps[platform.Native].(workload.HostPlatform),
 		Duration: 3 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 	t.Logf("rollback %.1f%%: %v", res.Values[MetricRollbackPct], err)
 	if err == nil || !strings.Contains(err.Error(), "of the purchases rolled back") || !strings.Contains(err.Error(), "marked failed, not averaged") {
@@ -151,7 +151,7 @@ func TestTrialInGuests(t *testing.T) {
 			defer cancel()
 			p := testenv.Guest(ctx, t, run, root, kind, kind)
 			in := integrationInstance(t, map[string]string{"vms": "2", "ramp_up": "5s"})
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 10 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 			for _, n := range append(res.Where, res.Notes...) {
 				t.Log(n)

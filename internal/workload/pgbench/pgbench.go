@@ -167,36 +167,13 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		return res, err
 	}
 
-	cpuRep, ok := srv.(platform.CPUReporter)
-	if !ok {
-		return res, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
-	}
 	logPrefix := filepath.Join(t.RawDir, t.Name+"-pgbench-log")
-	argv := in.runArgv(bin, addr, t.Duration, logPrefix)
-	srvBefore, err := cpuRep.CPUTime(ctx)
+	m, err := in.drive(ctx, t, srv, bin, addr, logPrefix, &res)
 	if err != nil {
 		return res, err
 	}
-	before, err := sysinfo.ReadCPU()
-	if err != nil {
-		return res, err
-	}
-	run, err := workload.RunClient(ctx, t, t.Name+"-pgbench.txt", argv)
-	after, cerr := sysinfo.ReadCPU()
-	// Backends that ended with pgbench's sessions are counted natively once
-	// the postmaster has reaped them.
-	time.Sleep(200 * time.Millisecond)
-	srvAfter, serr := cpuRep.CPUTime(ctx)
-	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
-	if err != nil {
-		return res, err
-	}
-	if cerr != nil {
-		return res, cerr
-	}
-	if serr != nil {
-		return res, serr
-	}
+	m.init = initRun.Wall
+	run := m.run
 	sum, err := ParseSummary(run.Output)
 	if err != nil {
 		return res, fmt.Errorf("pgbench output: %w: see %s", err, run.RawPath)
@@ -208,7 +185,61 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if len(lat) == 0 {
 		return res, fmt.Errorf("pgbench wrote no per-transaction log at %s.*", logPrefix)
 	}
-	cpu := before.Delta(after)
+	m.sum, m.lat = sum, lat
+	in.record(m, &res)
+	return res, nil
+}
+
+// pgMeasured is what one pgbench run measured.
+type pgMeasured struct {
+	run    workload.ClientRun
+	cpu    sysinfo.CPUDelta
+	server time.Duration // the server's CPU time during the run
+	init   time.Duration // pgbench -i
+	sum    Summary
+	lat    []float64 // per-transaction latencies, microseconds
+}
+
+// drive runs pgbench against addr for the trial's duration and reads the
+// machine's and the server's CPU time around it.
+func (in *Instance) drive(ctx context.Context, t workload.Trial, srv platform.Server, bin, addr, logPrefix string, res *workload.Result) (pgMeasured, error) {
+	var m pgMeasured
+	cpuRep, ok := srv.(platform.CPUReporter)
+	if !ok {
+		return m, fmt.Errorf("platform %s cannot report the server's CPU time", t.Platform.Name())
+	}
+	argv := in.runArgv(bin, addr, t.Duration, logPrefix)
+	srvBefore, err := cpuRep.CPUTime(ctx)
+	if err != nil {
+		return m, err
+	}
+	before, err := sysinfo.ReadCPU()
+	if err != nil {
+		return m, err
+	}
+	run, err := workload.RunClient(ctx, t, t.Name+"-pgbench.txt", argv)
+	after, cerr := sysinfo.ReadCPU()
+	// Backends that ended with pgbench's sessions are counted natively once
+	// the postmaster has reaped them.
+	time.Sleep(200 * time.Millisecond)
+	srvAfter, serr := cpuRep.CPUTime(ctx)
+	res.Commands = append(res.Commands, "client: "+strings.Join(argv, " "))
+	if err != nil {
+		return m, err
+	}
+	if cerr != nil {
+		return m, cerr
+	}
+	if serr != nil {
+		return m, serr
+	}
+	m.run, m.cpu, m.server = run, before.Delta(after), srvAfter-srvBefore
+	return m, nil
+}
+
+// record writes the trial's figures and notes.
+func (in *Instance) record(m pgMeasured, res *workload.Result) {
+	sum, lat, cpu, run := m.sum, m.lat, m.cpu, m.run
 	share := run.CPUShare() / float64(in.threads)
 	res.Values = map[string]float64{
 		MetricTPS:       sum.TPS,
@@ -217,8 +248,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		MetricLatP99:    Percentile(lat, 0.99) / 1000,
 		MetricCPUPerTx:  cpu.BusySeconds / float64(sum.Processed) * 1e6,
 		MetricClientCPU: share * 100,
-		MetricServerCPU: (srvAfter - srvBefore).Seconds() / run.Wall.Seconds() * 100,
-		MetricInit:      initRun.Wall.Seconds(),
+		MetricServerCPU: m.server.Seconds() / run.Wall.Seconds() * 100,
+		MetricInit:      m.init.Seconds(),
 	}
 	if share > saturated {
 		res.Notes = append(res.Notes, fmt.Sprintf("pgbench used %.0f%% of its %d thread(s): the driver may be the bottleneck (raise threads)", share*100, in.threads))
@@ -231,11 +262,10 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	res.Notes = append(res.Notes, ClosedLoopNote,
 		fmt.Sprintf("%s; %d transactions in %.1f s; per-transaction latencies from %d log lines", sum.Version, sum.Processed, sum.DurationS, len(lat)),
-		fmt.Sprintf("database initialised per trial: pgbench -i -s %d with server-side generation took %.1f s (not measured)", in.scale, initRun.Wall.Seconds()),
+		fmt.Sprintf("database initialised per trial: pgbench -i -s %d with server-side generation took %.1f s (not measured)", in.scale, m.init.Seconds()),
 		in.settings.Describe())
 	lo, hi := cpu.Spread()
 	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over %v; per-CPU busy %.0f%%..%.0f%%", cpu.Utilisation*100, cpu.Interval.Round(time.Millisecond), lo*100, hi*100))
-	return res, nil
 }
 
 func connArgs(addr string) []string {

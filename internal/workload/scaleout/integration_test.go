@@ -179,7 +179,7 @@ func TestTrial(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			const trial = 2 * time.Second
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + kind, Platform: ps[kind], Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t-" + kind, Platform: ps[kind], Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: trial, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 			for _, n := range append(res.Where, res.Notes...) {
 				t.Log(n)
@@ -260,7 +260,7 @@ func TestTrialInGuests(t *testing.T) {
 			defer cancel()
 			p := testenv.Guest(ctx, t, run, root, kind, kind)
 			in := &Instance{s: integrationSettings(t, nil), cacheRoot: cache}
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + kind, Platform: p, Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 3 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 			for _, n := range append(res.Where, res.Notes...) {
 				t.Log(n)

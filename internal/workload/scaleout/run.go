@@ -175,8 +175,8 @@ type hostPlatform interface {
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
 	s := in.s
-	host, ok := t.Host.(hostPlatform)
-	if !ok {
+	host := t.Host
+	if host == nil {
 		return res, errors.New("redis-scaleout needs this machine's native platform for twemproxy, HAProxy and the data loader")
 	}
 	be, ok := t.Platform.(deploy.Backend)

@@ -57,6 +57,40 @@ func fields(line string) map[string]string {
 	return m
 }
 
+// checkSummary completes a summary with its percentile lines (pcts) and
+// checks that sockperf printed exactly one server's statistics (the counts
+// of its [Total Run], [Valid Duration], avg-rtt and server lines) and
+// figures that make sense.
+func checkSummary(s Summary, pcts map[string]float64, haveTotal, haveValid, haveMean, servers int) (Summary, error) {
+	switch {
+	case haveValid == 0 || haveMean == 0:
+		return Summary{}, fmt.Errorf("no sockperf summary ([Valid Duration] and avg-rtt lines): the test did not run")
+	case haveTotal == 0:
+		return Summary{}, fmt.Errorf("no [Total Run] line in sockperf's output")
+	case servers > 1 || haveValid > 1 || haveMean > 1:
+		return Summary{}, fmt.Errorf("sockperf printed statistics for %d servers; want one", max(servers, haveValid, haveMean))
+	}
+	for _, p := range []struct {
+		key string
+		dst *float64
+	}{{"50.000", &s.P50Us}, {"90.000", &s.P90Us}, {"99.000", &s.P99Us}, {"99.900", &s.P999Us}, {"MIN", &s.MinUs}, {"MAX", &s.MaxUs}} {
+		v, ok := pcts[p.key]
+		if !ok {
+			return Summary{}, fmt.Errorf("sockperf output has no %s percentile line", p.key)
+		}
+		*p.dst = v
+	}
+	switch {
+	case !(s.ValidSeconds > 0) || s.ValidReceived <= 0:
+		return Summary{}, fmt.Errorf("sockperf counted %d round trips in %v s: nothing was measured", s.ValidReceived, s.ValidSeconds)
+	case !(s.MeanUs > 0) || !(s.P50Us > 0) || !(s.P99Us > 0):
+		return Summary{}, fmt.Errorf("sockperf round trips not positive: mean %v, p50 %v, p99 %v us", s.MeanUs, s.P50Us, s.P99Us)
+	case s.P99Us < s.P50Us || s.MaxUs < s.P99Us || s.MinUs > s.P50Us:
+		return Summary{}, fmt.Errorf("sockperf percentiles out of order: min %v, p50 %v, p99 %v, max %v us", s.MinUs, s.P50Us, s.P99Us, s.MaxUs)
+	}
+	return s, nil
+}
+
 // ParseSummary reads the output of sockperf ping-pong --full-rtt (sockperf
 // 3.7's layout; colour escapes are ignored). sockperf exits 0 even when it
 // could not connect, so a missing summary is an error, quoting sockperf's own
@@ -118,33 +152,7 @@ func ParseSummary(out []byte) (Summary, error) {
 	if errLine != "" {
 		return Summary{}, fmt.Errorf("sockperf reported: %s", errLine)
 	}
-	switch {
-	case haveValid == 0 || haveMean == 0:
-		return Summary{}, fmt.Errorf("no sockperf summary ([Valid Duration] and avg-rtt lines): the test did not run")
-	case haveTotal == 0:
-		return Summary{}, fmt.Errorf("no [Total Run] line in sockperf's output")
-	case servers > 1 || haveValid > 1 || haveMean > 1:
-		return Summary{}, fmt.Errorf("sockperf printed statistics for %d servers; want one", max(servers, haveValid, haveMean))
-	}
-	for _, p := range []struct {
-		key string
-		dst *float64
-	}{{"50.000", &s.P50Us}, {"90.000", &s.P90Us}, {"99.000", &s.P99Us}, {"99.900", &s.P999Us}, {"MIN", &s.MinUs}, {"MAX", &s.MaxUs}} {
-		v, ok := pcts[p.key]
-		if !ok {
-			return Summary{}, fmt.Errorf("sockperf output has no %s percentile line", p.key)
-		}
-		*p.dst = v
-	}
-	switch {
-	case !(s.ValidSeconds > 0) || s.ValidReceived <= 0:
-		return Summary{}, fmt.Errorf("sockperf counted %d round trips in %v s: nothing was measured", s.ValidReceived, s.ValidSeconds)
-	case !(s.MeanUs > 0) || !(s.P50Us > 0) || !(s.P99Us > 0):
-		return Summary{}, fmt.Errorf("sockperf round trips not positive: mean %v, p50 %v, p99 %v us", s.MeanUs, s.P50Us, s.P99Us)
-	case s.P99Us < s.P50Us || s.MaxUs < s.P99Us || s.MinUs > s.P50Us:
-		return Summary{}, fmt.Errorf("sockperf percentiles out of order: min %v, p50 %v, p99 %v, max %v us", s.MinUs, s.P50Us, s.P99Us, s.MaxUs)
-	}
-	return s, nil
+	return checkSummary(s, pcts, haveTotal, haveValid, haveMean, servers)
 }
 
 // numbers parses the named fields into the pointed-to float64s and int64s.

@@ -273,6 +273,14 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if sum.TotalReceived <= 0 || cpu.Interval <= 0 {
 		return res, fmt.Errorf("%s's timed run counted %d round trips in %v: see %s", in.tool, sum.TotalReceived, cpu.Interval, run.RawPath)
 	}
+	err = in.record(ctx, t, sum, run, w, cpu, &res)
+	return res, err
+}
+
+// record writes the figures of the client's timed run (its summary, the
+// CPU window w bounded, the machine's CPU over it) and the notes that
+// qualify them.
+func (in *Instance) record(ctx context.Context, t workload.Trial, sum Summary, run workload.ClientRun, w *window, cpu sysinfo.CPUDelta, res *workload.Result) error {
 	res.Values = map[string]float64{
 		MetricMean:      sum.MeanUs,
 		MetricP50:       sum.P50Us,
@@ -285,7 +293,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	res.Notes = append(res.Notes, ClosedLoopNote)
 	if in.tool == ToolRR {
 		if err := benchbin.RR.CheckBuild(benchbin.Parse(run.Output), "the host"); err != nil {
-			return res, fmt.Errorf("%w: see %s", err, run.RawPath)
+			return fmt.Errorf("%w: see %s", err, run.RawPath)
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("%s%d-byte requests and responses (the seed's netperf TCP_RR: 1); nn-rr speaks TCP_RR's protocol (TCP_NODELAY, blocking send/recv) and times every round trip with CLOCK_MONOTONIC after %v unmeasured", workload.SizeNote, in.msgsize, rrWarmup))
 	} else {
@@ -304,7 +312,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	lo, hi := cpu.Spread()
 	res.Notes = append(res.Notes, fmt.Sprintf("machine busy %.0f%% over the client's timed run of %v; per-CPU busy %.0f%%..%.0f%%; %d round trips in the statistics (p99.9 %.1f us, max %.1f us)",
 		cpu.Utilisation*100, cpu.Interval.Round(time.Millisecond), lo*100, hi*100, sum.Observations, sum.P999Us, sum.MaxUs))
-	return res, nil
+	return nil
 }
 
 // Estimate implements workload.Estimator: nn-rr runs its warm-up before the

@@ -51,7 +51,7 @@ func TestTrialInGuests(t *testing.T) {
 					t.Fatal(err)
 				}
 				in.cacheDir = filepath.Dir(e.Template.Dir)
-				res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + name, Round: 1, Platform: p, Host: ps[platform.Native],
+				res, err := in.Run(ctx, workload.Trial{Run: run, Name: "g-" + name, Round: 1, Platform: p, Host: ps[platform.Native].(workload.HostPlatform),
 					Duration: 30 * time.Second, RawDir: filepath.Join(root, "raw"), Log: testenv.Log{T: t}})
 				for _, n := range append(res.Where, res.Notes...) {
 					t.Log(n)

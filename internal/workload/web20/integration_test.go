@@ -40,7 +40,7 @@ type deployed struct {
 func deployOn(t *testing.T, ctx context.Context, in *Instance, run runid.ID, p, host platform.Platform, trial string) *deployed {
 	t.Helper()
 	e := oliotest.Setup(t)
-	tr := workload.Trial{Run: run, Name: trial, Platform: p, Host: host, Log: testenv.Log{T: t}, RawDir: t.TempDir()}
+	tr := workload.Trial{Run: run, Name: trial, Platform: p, Host: host.(workload.HostPlatform), Log: testenv.Log{T: t}, RawDir: t.TempDir()}
 	data, remove, err := copyData(tr, e.Template, max(in.s.Topology.Instances, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestTrialRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			in.cacheDir = filepath.Dir(e.Template.Dir)
-			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "trial-" + c.kind, Round: 2, Platform: ps[c.kind], Host: ps[platform.Native],
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "trial-" + c.kind, Round: 2, Platform: ps[c.kind], Host: ps[platform.Native].(workload.HostPlatform),
 				Duration: 8 * time.Second, RawDir: filepath.Join(t.TempDir(), "raw"), Log: testenv.Log{T: t}})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -233,7 +233,7 @@ func TestMissingExtensionRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := workload.Trial{Run: run, Name: "noext", Platform: ps[platform.Native], Host: ps[platform.Native], Log: testenv.Log{T: t}}
+	tr := workload.Trial{Run: run, Name: "noext", Platform: ps[platform.Native], Host: ps[platform.Native].(workload.HostPlatform), Log: testenv.Log{T: t}}
 	data, remove, err := copyData(tr, e.Template, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -146,41 +146,7 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		defer ReleaseSession(session)
 	}
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
-		users := int(st.Value)
-		ramp := in.s.StepRamp
-		rec, err := in.measure(ctx, t, d, users, bases, counts, ramp, t.Duration, userSeed(t.Round, st.Seq), st.Seq, session)
-		if err != nil {
-			return search.Outcome{}, err
-		}
-		if err := d.Check(ctx); err != nil {
-			return search.Outcome{}, err
-		}
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
-		}
-		summary := fmt.Sprintf("%s %d users per instance: %s", st.Phase, users, rec.summary())
-		fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
-		if !rec.QoS.Pass {
-			// An overloaded stack goes on serving what the overload queued
-			// after the driver stops: let it work that off before the next
-			// step, which would meet the backlog (workload.Settle).
-			waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-				ts, err := tierCPU(ctx, d)
-				var sum time.Duration
-				for _, v := range ts {
-					sum += v
-				}
-				return sum, err
-			})
-			if err != nil {
-				return search.Outcome{}, err
-			}
-			if !drained {
-				fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users per instance\n", t.Name, waited.Round(time.Second), users)
-			}
-		}
-		return search.Outcome{Pass: rec.QoS.Pass, Summary: summary, Detail: b}, nil
+		return in.findMaxStep(ctx, t, d, st, bases, counts, session)
 	}
 	sr, err := search.Run(ctx, in.s.Search, t.Steps, exec)
 	if err != nil {
@@ -196,19 +162,9 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 		}
 		return fmt.Errorf("%w down to %g users per instance: %s", errNoPass, in.s.Search.Min, last)
 	}
-	var atMax search.Step
-	minFail := math.NaN()
-	for _, st := range sr.Steps {
-		if st.Pass && st.Value == sr.Max {
-			atMax = st
-		}
-		if !st.Pass && st.Value > sr.Max && (math.IsNaN(minFail) || st.Value < minFail) {
-			minFail = st.Value
-		}
-	}
-	var rec record
-	if err := json.Unmarshal(atMax.Detail, &rec); err != nil {
-		return fmt.Errorf("reading the record of the step at the maximum: %w", err)
+	rec, minFail, err := atMaximum(sr)
+	if err != nil {
+		return err
 	}
 	res.Values = map[string]float64{MetricMaxUsers: sr.Max, MetricMinFail: minFail, MetricSteps: float64(len(sr.Steps))}
 	for k, v := range rec.values() {
@@ -243,6 +199,66 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, d *deploy.Dep
 	}
 	res.Notes = append(res.Notes, rec.notes()...)
 	return nil
+}
+
+// findMaxStep is one step of the search: users per instance for the
+// decision interval, judged by the QoS rules, the stack left to work off an
+// overload before the next step.
+func (in *Instance) findMaxStep(ctx context.Context, t workload.Trial, d *deploy.Deployment, st search.Step, bases []string, counts olio.Counts, session string) (search.Outcome, error) {
+	users := int(st.Value)
+	rec, err := in.measure(ctx, t, d, users, bases, counts, in.s.StepRamp, t.Duration, userSeed(t.Round, st.Seq), st.Seq, session)
+	if err != nil {
+		return search.Outcome{}, err
+	}
+	if err := d.Check(ctx); err != nil {
+		return search.Outcome{}, err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return search.Outcome{}, fmt.Errorf("encoding the step record: %w", err)
+	}
+	summary := fmt.Sprintf("%s %d users per instance: %s", st.Phase, users, rec.summary())
+	fmt.Fprintf(t.Log, "%s: %s\n", t.Name, summary)
+	if !rec.QoS.Pass {
+		// An overloaded stack goes on serving what the overload queued
+		// after the driver stops: let it work that off before the next
+		// step, which would meet the backlog (workload.Settle).
+		waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
+			ts, err := tierCPU(ctx, d)
+			var sum time.Duration
+			for _, v := range ts {
+				sum += v
+			}
+			return sum, err
+		})
+		if err != nil {
+			return search.Outcome{}, err
+		}
+		if !drained {
+			fmt.Fprintf(t.Log, "%s: the servers were still busy %v after the failing step of %d users per instance\n", t.Name, waited.Round(time.Second), users)
+		}
+	}
+	return search.Outcome{Pass: rec.QoS.Pass, Summary: summary, Detail: b}, nil
+}
+
+// atMaximum returns the record of the passing step at the search's maximum
+// and the lowest failing load above it (NaN: none).
+func atMaximum(sr search.Result) (record, float64, error) {
+	var atMax search.Step
+	minFail := math.NaN()
+	for _, st := range sr.Steps {
+		if st.Pass && st.Value == sr.Max {
+			atMax = st
+		}
+		if !st.Pass && st.Value > sr.Max && (math.IsNaN(minFail) || st.Value < minFail) {
+			minFail = st.Value
+		}
+	}
+	var rec record
+	if err := json.Unmarshal(atMax.Detail, &rec); err != nil {
+		return rec, minFail, fmt.Errorf("reading the record of the step at the maximum: %w", err)
+	}
+	return rec, minFail, nil
 }
 
 // userSeed seeds the users' random choices: the same for every platform

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -163,19 +162,15 @@ func (in *Instance) topology(data []instanceData) topology.Topology {
 // first trial of a run, or of the machine, builds it; later ones find it in
 // the cache).
 func (in *Instance) template(ctx context.Context, t workload.Trial) (*olio.Template, error) {
-	host, ok := t.Host.(interface {
-		platform.Platform
-		platform.JobRunner
-	})
-	if !ok || t.Host == nil {
+	if t.Host == nil {
 		return nil, errors.New("web20 loads its data with the native platform's MariaDB, and the engine gave this trial none")
 	}
 	cache := in.cacheDir
 	if cache == "" {
 		cache = olio.CacheDir(state.Home())
 	}
-	return olio.EnsureTemplate(ctx, olio.Builder{Platform: host, CacheDir: cache,
-		LogDir: filepath.Join(filepath.Dir(t.RawDir), "logs"), Log: t.Log}, in.s.dataSize())
+	return olio.EnsureTemplate(ctx, olio.Builder{Platform: t.Host, CacheDir: cache,
+		LogDir: t.LogDir, Log: t.Log}, in.s.dataSize())
 }
 
 // Parameters of the seed's two-VM variant.
