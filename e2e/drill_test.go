@@ -31,10 +31,10 @@ import (
 	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/native"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -288,7 +288,7 @@ func TestDrillCycles(t *testing.T) {
 	t.Setenv(state.EnvLockDir, filepath.Join(home, "locks"))
 	dir := state.Dir{Root: home}
 	sw := sweepers(t, home)
-	engine := &platformset.Engine{}
+	engine := &catalog.Docker{}
 	defer engine.Close()
 	names := []string{platform.Native, platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost}
 	if kube, err := engine.Kube(context.Background(), dir); err == nil && kube.Reachable(context.Background()) == nil {
@@ -307,12 +307,12 @@ func TestDrillCycles(t *testing.T) {
 			// namespace, or docker-proxy's loopback.
 			hosts := host.NewHosts(run, host.Setting{Client: host.SettingNetns})
 			defer hosts.Close(ctx)
-			client, err := hosts.For(ctx, platformset.ClientNeed(name))
+			client, err := hosts.For(ctx, catalog.ClientNeed(name))
 			if err != nil {
 				t.Fatal(err)
 			}
 			env.Client = client
-			p, err := platformset.Build(ctx, study.Platform{Name: name, Base: name}, env, dir, engine)
+			p, err := catalog.Build(ctx, study.Platform{Name: name, Base: name}, env, dir, engine)
 			if err != nil {
 				t.Fatal(err)
 			}

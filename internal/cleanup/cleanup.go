@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
-	"github.com/nearnative/nearnative/internal/platforms/native"
+	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -368,14 +368,14 @@ func keys(m map[runid.ID]bool) []runid.ID {
 	return out
 }
 
-// Engine is the part of a container engine cleanup uses.
-type Engine interface {
+// ContainerAPI is the part of a container engine cleanup uses.
+type ContainerAPI interface {
 	Runs(ctx context.Context) ([]runid.ID, error)
 	RemoveRun(ctx context.Context, run runid.ID) ([]string, error)
 }
 
 // Containers sweeps containers and networks labelled with a run.
-type Containers struct{ Engine Engine }
+type Containers struct{ Engine ContainerAPI }
 
 // Kind implements Sweeper.
 func (Containers) Kind() string { return "containers and networks" }

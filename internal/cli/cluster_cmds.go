@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/cluster"
-	"github.com/nearnative/nearnative/internal/platforms/k8s"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/k8s"
 )
 
 // applyKubeconfig makes --kubeconfig the KUBECONFIG every k8s platform and
@@ -67,7 +67,7 @@ func (a *app) clusterUpCmd() *cobra.Command {
 			defer release()
 			o := cluster.UpOptions{Log: a.stderr}
 			if !noImage {
-				docker := &platformset.Engine{}
+				docker := &catalog.Docker{}
 				defer docker.Close()
 				ref, err := a.imageRef(ctx, docker, imageRef)
 				if err != nil {

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/cleanup"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/podman"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/podman"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
@@ -26,7 +26,7 @@ func (a *app) sweepers(ctx context.Context, note io.Writer) ([]cleanup.Sweeper, 
 	} else {
 		fmt.Fprintf(note, "note: %v: containers are not checked\n", err)
 	}
-	if kube, err := (&platformset.Engine{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
+	if kube, err := (&catalog.Docker{}).Kube(ctx, a.dir); err == nil && kube.Reachable(ctx) == nil {
 		sweepers = append(sweepers, cleanup.KubeNamespaces{Client: kube.Client(), Where: kube.Kubeconfig})
 	}
 	// Podman's containers after the processes (a crashed run's service

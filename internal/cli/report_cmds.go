@@ -15,7 +15,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/htmlreport"
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
@@ -31,7 +31,7 @@ type storedRun struct {
 	notes  []store.RunNote
 	// layouts are the topology trials' layouts (nil when the store keeps
 	// none).
-	layouts map[store.TrialKey]layout.Layout
+	layouts map[store.TrialKey]placement.Record
 }
 
 // loadRun reads the run ref names. A stored study that no longer parses
@@ -55,7 +55,7 @@ func (a *app) loadRun(ctx context.Context, db store.Store, ref string) (storedRu
 		fmt.Fprintf(a.stderr, "warning: the stored study of run %s does not parse here (%v): its settings, platform order and verdict rules fall back to defaults\n", r.ID, err)
 		st = nil
 	}
-	var lays map[store.TrialKey]layout.Layout
+	var lays map[store.TrialKey]placement.Record
 	if ls, ok := db.(store.LayoutStore); ok {
 		if lays, err = ls.Layouts(ctx, r.ID); err != nil {
 			return storedRun{}, fmt.Errorf("run %s: %w", r.ID, err)

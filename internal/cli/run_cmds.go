@@ -17,8 +17,8 @@ import (
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/native"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -187,7 +187,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	if f.image, err = resumedImage(cfg.Planned.Run, f); err != nil {
 		return err
 	}
-	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting()}
+	opener := &catalog.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting()}
 	if cfg.Image, cfg.Env, cfg.Notes, err = a.runEnvironment(ctx, cfg.Planned.Study, f, opener); err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func resumedImage(r store.Run, f runFlags) (string, error) {
 // JSON and the run notes of what could not be captured. Without Docker or
 // the image, --skip-unavailable tells opener to skip the platforms that
 // need it.
-func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, opener *platformset.Opener) (string, []byte, []store.RunNote, error) {
+func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, opener *catalog.Opener) (string, []byte, []store.RunNote, error) {
 	needsImage := false
 	for _, p := range st.Platforms {
 		// VMs are built from the container image too.
@@ -345,7 +345,7 @@ func (a *app) checkResumeFlags(f runFlags) (bool, error) {
 // dockerFacts connects to Docker, finds the workload image and returns the
 // engine facts for the environment record.
 func (a *app) dockerFacts(ctx context.Context, override string) (string, map[string]string, error) {
-	docker := &platformset.Engine{}
+	docker := &catalog.Docker{}
 	defer docker.Close()
 	eng, err := docker.Get(ctx)
 	if err != nil {
@@ -361,7 +361,7 @@ func (a *app) dockerFacts(ctx context.Context, override string) (string, map[str
 }
 
 // imageRef returns the workload image to use and an error when it is missing.
-func (a *app) imageRef(ctx context.Context, docker *platformset.Engine, override string) (string, error) {
+func (a *app) imageRef(ctx context.Context, docker *catalog.Docker, override string) (string, error) {
 	eng, err := docker.Get(ctx)
 	if err != nil {
 		return "", err

@@ -14,8 +14,8 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -69,7 +69,7 @@ func (a *app) platformsCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
-			docker := &platformset.Engine{}
+			docker := &catalog.Docker{}
 			defer docker.Close()
 			ref, imgErr := a.imageRef(ctx, docker, imageRef)
 			set := host.Setting{Client: client}
@@ -82,8 +82,8 @@ func (a *app) platformsCmd() *cobra.Command {
 				status := "available"
 				// The client host a run would make, described, not made.
 				env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
-					Client: host.PlannedFor(set, platformset.ClientNeed(info.Name))}
-				p, err := platformset.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, docker)
+					Client: host.PlannedFor(set, catalog.ClientNeed(info.Name))}
+				p, err := catalog.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, docker)
 				if err == nil {
 					if ch, ok := p.(platform.Checker); ok {
 						err = ch.Check(ctx)

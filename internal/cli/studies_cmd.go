@@ -17,8 +17,8 @@ import (
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -51,7 +51,7 @@ with KVM, up to a minute without); --no-check skips them.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			var check platformCheck = noPlatformCheck{}
 			if !noCheck {
-				live := &livePlatforms{a: a, engine: &platformset.Engine{}, cache: map[string]string{}}
+				live := &livePlatforms{a: a, engine: &catalog.Docker{}, cache: map[string]string{}}
 				defer live.engine.Close()
 				check = live
 			}
@@ -164,7 +164,7 @@ func (noPlatformCheck) Check(context.Context, study.Platform, host.Setting) stri
 // and option set is checked once.
 type livePlatforms struct {
 	a      *app
-	engine *platformset.Engine
+	engine *catalog.Docker
 	cache  map[string]string
 
 	imgRef  string
@@ -191,8 +191,8 @@ func (l *livePlatforms) check(ctx context.Context, sp study.Platform, client hos
 	}
 	// The client host the run would make, described, not made.
 	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: l.imgRef,
-		Client: host.PlannedFor(client, platformset.ClientNeed(sp.Base))}
-	p, err := platformset.Build(ctx, study.Platform{Name: sp.Base, Base: sp.Base, Options: sp.Options}, env, l.a.dir, l.engine)
+		Client: host.PlannedFor(client, catalog.ClientNeed(sp.Base))}
+	p, err := catalog.Build(ctx, study.Platform{Name: sp.Base, Base: sp.Base, Options: sp.Options}, env, l.a.dir, l.engine)
 	if err == nil {
 		if ch, ok := p.(platform.Checker); ok {
 			err = ch.Check(ctx)

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/image"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/vmprobe"
 )
@@ -129,7 +129,7 @@ func specPackage(name string) string {
 	return name
 }
 
-func imageChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
+func imageChecks(ctx context.Context, eng *docker.Daemon, o Options) []Check {
 	cfg, err := image.DefaultConfig()
 	if err != nil {
 		return []Check{{Name: "image", Status: Fail, Detail: err.Error()}}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/image"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/k8s"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/k8s"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )
@@ -17,7 +17,7 @@ import (
 // nodes, CNI, kube-proxy mode, CPU manager policy, whether the workload image
 // reaches the nodes, and the RBAC a run needs. The k8s platforms are
 // optional: problems warn, they do not fail.
-func kubernetesChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
+func kubernetesChecks(ctx context.Context, eng *docker.Daemon, o Options) []Check {
 	var cs []Check
 	local := cluster.DefaultConfig(state.Home())
 	if cg, err := sysinfo.CgroupVersion(); err == nil && strings.Contains(cg, "v1") {

@@ -10,10 +10,10 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/lxc"
-	"github.com/nearnative/nearnative/internal/platforms/podman"
-	"github.com/nearnative/nearnative/internal/platformset"
+	"github.com/nearnative/nearnative/internal/platform/catalog"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/lxc"
+	"github.com/nearnative/nearnative/internal/platform/podman"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
@@ -34,7 +34,7 @@ var runtimeKinds = []struct{ kind, name string }{
 // dockerd and able to start here, Podman's service rootful and as the
 // rootless user, LXC), and says which settings it runs with. The runtimes
 // are optional: only the runtimes study needs them, so problems warn.
-func runtimeChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
+func runtimeChecks(ctx context.Context, eng *docker.Daemon, o Options) []Check {
 	var cs []Check
 	ref := o.Image
 	if ref == "" && eng != nil {
@@ -42,14 +42,14 @@ func runtimeChecks(ctx context.Context, eng *docker.Engine, o Options) []Check {
 			ref, _, _ = image.Current(ctx, eng.API(), cfg)
 		}
 	}
-	engine := &platformset.Engine{}
+	engine := &catalog.Docker{}
 	defer engine.Close()
 	for _, rk := range runtimeKinds {
 		c := Check{Name: rk.name, Status: OK}
 		// The client host a run would make, described, not made.
 		env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
-			Client: host.PlannedFor(host.Setting{Client: host.SettingNetns}, platformset.ClientNeed(rk.kind))}
-		p, err := platformset.Build(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, env, state.Home(), engine)
+			Client: host.PlannedFor(host.Setting{Client: host.SettingNetns}, catalog.ClientNeed(rk.kind))}
+		p, err := catalog.Build(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, env, state.Home(), engine)
 		if err == nil {
 			if ch, ok := p.(platform.Checker); ok {
 				err = ch.Check(ctx)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/analysis"
 	"github.com/nearnative/nearnative/internal/host"
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
@@ -684,7 +684,7 @@ func (e *runner) beside(c host.Host) (workload.HostPlatform, error) {
 // when the run was being interrupted, else a *StoreError saying where the
 // trial is and how to store it. When even the file cannot be written, the
 // trial goes to the log as one line of JSON.
-func (e *runner) keep(ctx context.Context, name string, t store.Trial, l *layout.Layout, serr error) error {
+func (e *runner) keep(ctx context.Context, name string, t store.Trial, l *placement.Record, serr error) error {
 	e.storeFailed = true
 	path, err := spool(e.cfg.Dir, t, l)
 	if err != nil {

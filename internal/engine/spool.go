@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/store"
@@ -45,9 +45,9 @@ func spoolDir(d state.Dir, run runid.ID) string { return filepath.Join(d.RunDir(
 // spooled is a kept trial as a file: the trial, its metrics with values as
 // text (JSON has no NaN), and its layout.
 type spooled struct {
-	Trial   store.Trial    `json:"trial"`
-	Metrics []spoolMetric  `json:"metrics"`
-	Layout  *layout.Layout `json:"layout,omitempty"`
+	Trial   store.Trial       `json:"trial"`
+	Metrics []spoolMetric     `json:"metrics"`
+	Layout  *placement.Record `json:"layout,omitempty"`
 }
 
 type spoolMetric struct {
@@ -56,7 +56,7 @@ type spoolMetric struct {
 }
 
 // encodeSpooled is trial t (and its layout) as a spool file's contents.
-func encodeSpooled(t store.Trial, l *layout.Layout) ([]byte, error) {
+func encodeSpooled(t store.Trial, l *placement.Record) ([]byte, error) {
 	s := spooled{Trial: t, Layout: l}
 	s.Trial.Metrics = nil
 	for _, m := range t.Metrics {
@@ -65,7 +65,7 @@ func encodeSpooled(t store.Trial, l *layout.Layout) ([]byte, error) {
 	return json.Marshal(s)
 }
 
-func decodeSpooled(b []byte) (store.Trial, *layout.Layout, error) {
+func decodeSpooled(b []byte) (store.Trial, *placement.Record, error) {
 	var s spooled
 	if err := json.Unmarshal(b, &s); err != nil {
 		return store.Trial{}, nil, err
@@ -85,7 +85,7 @@ func decodeSpooled(b []byte) (store.Trial, *layout.Layout, error) {
 // spool writes trial t of run to the run's spool directory and returns the
 // file. The name holds only numbers (round and place in the round), which
 // are unique within a run.
-func spool(d state.Dir, t store.Trial, l *layout.Layout) (string, error) {
+func spool(d state.Dir, t store.Trial, l *placement.Record) (string, error) {
 	b, err := encodeSpooled(t, l)
 	if err != nil {
 		return "", err

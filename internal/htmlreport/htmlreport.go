@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
-	placement "github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/store"
@@ -60,7 +60,7 @@ type Input struct {
 	RunNotes []store.RunNote
 	// Layouts are the stored layouts of topology trials (where each server
 	// ran, per-CPU busy time, migrations); nil for none.
-	Layouts map[store.TrialKey]placement.Layout
+	Layouts map[store.TrialKey]placement.Record
 	// Traces are the find-max searches of the trials that searched; nil
 	// for none.
 	Traces []report.Trace

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	placement "github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/store"
 )
 
@@ -34,7 +34,7 @@ type serverRow struct {
 }
 
 // placements builds the layout views, in the order of the trials.
-func placements(trials []store.Trial, layouts map[store.TrialKey]placement.Layout) []placementView {
+func placements(trials []store.Trial, layouts map[store.TrialKey]placement.Record) []placementView {
 	if len(layouts) == 0 {
 		return nil
 	}

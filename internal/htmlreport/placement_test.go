@@ -5,20 +5,20 @@ import (
 	"strings"
 	"testing"
 
-	placement "github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/store"
 )
 
 func TestPlacementSection(t *testing.T) {
 	in := fixtureInput(t)
-	in.Layouts = map[store.TrialKey]placement.Layout{}
+	in.Layouts = map[store.TrialKey]placement.Record{}
 	var counted int
 	for _, tr := range in.Trials {
 		if tr.Warmup || tr.Error != "" || tr.Platform != "docker-nat" {
 			continue
 		}
 		counted++
-		in.Layouts[store.TrialKey{Run: tr.RunID, Round: tr.Round, Workload: tr.Workload, Platform: tr.Platform}] = placement.Layout{
+		in.Layouts[store.TrialKey{Run: tr.RunID, Round: tr.Round, Workload: tr.Workload, Platform: tr.Platform}] = placement.Record{
 			Places: []placement.Place{{Name: "nn-x-i0-redis-0", Kind: "container", Address: "172.17.0.2", CPUs: "1", Servers: []string{"i0-redis-0"}}},
 			Servers: []placement.Server{
 				{Name: "i0-redis-0", Role: "redis", Place: "nn-x-i0-redis-0", CPUs: "1", MigrationsPerSec: float64(10 * tr.Round)},

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
@@ -21,23 +21,23 @@ func init() {
 }
 
 // LayoutStore is implemented by stores that keep where each trial's servers
-// ran (package layout); the engine and the reports find it by type
+// ran (package placement); the engine and the reports find it by type
 // assertion.
 type LayoutStore interface {
 	// PutLayout stores the layout of the trial key, replacing any stored.
-	PutLayout(ctx context.Context, key TrialKey, l layout.Layout) error
+	PutLayout(ctx context.Context, key TrialKey, l placement.Record) error
 	// Layouts returns every stored layout of a run.
-	Layouts(ctx context.Context, run runid.ID) (map[TrialKey]layout.Layout, error)
+	Layouts(ctx context.Context, run runid.ID) (map[TrialKey]placement.Record, error)
 }
 
 // PutLayout implements LayoutStore.
-func (s *sqlStore) PutLayout(ctx context.Context, key TrialKey, l layout.Layout) error {
+func (s *sqlStore) PutLayout(ctx context.Context, key TrialKey, l placement.Record) error {
 	return s.write(ctx, fmt.Sprintf("storing the layout of %s", key), func(ctx context.Context, _ bool) error {
 		return s.putLayout(ctx, key, l)
 	})
 }
 
-func (s *sqlStore) putLayout(ctx context.Context, key TrialKey, l layout.Layout) error {
+func (s *sqlStore) putLayout(ctx context.Context, key TrialKey, l placement.Record) error {
 	if err := s.ensureExtra(ctx); err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *sqlStore) putLayout(ctx context.Context, key TrialKey, l layout.Layout)
 }
 
 // Layouts implements LayoutStore.
-func (s *sqlStore) Layouts(ctx context.Context, run runid.ID) (map[TrialKey]layout.Layout, error) {
+func (s *sqlStore) Layouts(ctx context.Context, run runid.ID) (map[TrialKey]placement.Record, error) {
 	if err := s.ensureExtra(ctx); err != nil {
 		return nil, err
 	}
@@ -71,14 +71,14 @@ func (s *sqlStore) Layouts(ctx context.Context, run runid.ID) (map[TrialKey]layo
 		return nil, fmt.Errorf("reading the layouts of run %s: %w", run, err)
 	}
 	defer rows.Close()
-	out := map[TrialKey]layout.Layout{}
+	out := map[TrialKey]placement.Record{}
 	for rows.Next() {
 		k := TrialKey{Run: run}
 		var text string
 		if err := rows.Scan(&k.Round, &k.Workload, &k.Platform, &text); err != nil {
 			return nil, fmt.Errorf("reading the layouts of run %s: %w", run, err)
 		}
-		var l layout.Layout
+		var l placement.Record
 		if err := json.Unmarshal([]byte(text), &l); err != nil {
 			return nil, fmt.Errorf("layout of %s: %w", k, err)
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/docker"
-	"github.com/nearnative/nearnative/internal/platforms/native"
+	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 )
@@ -33,7 +33,7 @@ func (w Log) Write(p []byte) (int, error) {
 
 // WorkloadImage connects to Docker and returns the engine (closed when the
 // test ends) and the current workload image, as `nearnative run` picks it.
-func WorkloadImage(t *testing.T) (*docker.Engine, string) {
+func WorkloadImage(t *testing.T) (*docker.Daemon, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -66,7 +66,7 @@ func Platforms(t *testing.T, run runid.ID, root string, kinds ...string) map[str
 	t.Helper()
 	env := platform.Env{Run: run, LogDir: filepath.Join(root, "logs")}
 	out := map[string]platform.Platform{}
-	var eng *docker.Engine
+	var eng *docker.Daemon
 	var hosts *host.Hosts
 	for _, kind := range kinds {
 		if kind == platform.Native {

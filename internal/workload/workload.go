@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/host"
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/deploy"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
 )
@@ -306,7 +306,7 @@ type Result struct {
 	// Layout, for workloads that deploy a topology, records where each
 	// server ran and what was observed on the CPUs during the load
 	// (deploy.Observer); the engine stores it with the trial.
-	Layout *layout.Layout
+	Layout *placement.Record
 	// Samples maps a metric name to the number of observations behind its
 	// value (the requests a latency percentile was computed from); required
 	// for metrics with a Quantile.

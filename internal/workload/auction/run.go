@@ -15,10 +15,10 @@ import (
 
 	app "github.com/nearnative/nearnative/apps/auction"
 	"github.com/nearnative/nearnative/internal/datacache"
-	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/deploy"
 	"github.com/nearnative/nearnative/internal/qos"
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/state"

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/apps/dvdstore"
-	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/deploy"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"

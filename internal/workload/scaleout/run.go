@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/driver/respc"
-	"github.com/nearnative/nearnative/internal/layout"
+	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platforms/vm"
+	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platform/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -294,7 +294,7 @@ type outcome struct {
 	name    string
 	r       *driver.Result
 	cpu     workload.CPUAccount
-	layout  layout.Layout
+	layout  placement.Record
 	tiers   map[string]time.Duration // CPU per role
 	ops     float64                  // commands per second of the steady phase
 	all     int64                    // commands completed over the whole run
@@ -452,7 +452,7 @@ func pct(seconds float64, iv time.Duration) float64 {
 
 // migrations sums the migrations per second of role's servers (0 when the
 // platform cannot tell).
-func migrations(l layout.Layout, role string) float64 {
+func migrations(l placement.Record, role string) float64 {
 	var sum float64
 	for _, s := range l.Servers {
 		if s.Role == role && s.MigrationsPerSec > 0 {
@@ -463,7 +463,7 @@ func migrations(l layout.Layout, role string) float64 {
 }
 
 // perCPU lists each host CPU's busy share: "0: 95%, 1: 88%".
-func perCPU(l layout.Layout) string {
+func perCPU(l placement.Record) string {
 	var parts []string
 	for _, c := range l.CPUs {
 		parts = append(parts, fmt.Sprintf("%d: %.0f%%", c.ID, c.Busy*100))

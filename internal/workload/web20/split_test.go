@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nearnative/nearnative/internal/deploy"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platform/deploy"
 	"github.com/nearnative/nearnative/internal/topology"
 )
 

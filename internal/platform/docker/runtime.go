@@ -1,0 +1,269 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/platform"
+)
+
+// Names under which the OCI runtimes other than runc are registered with
+// dockerd (setup registers them; see docs/runtimes.md).
+const (
+	RuntimeRunsc = "runsc"
+	RuntimeCrun  = "crun"
+)
+
+// variant is a Docker platform kind as a network path (one of the four
+// runc kinds and docker-network) and the OCI runtime that runs its
+// containers ("" for dockerd's default, runc).
+type variant struct{ path, runtime string }
+
+// variants maps every platform kind this package runs to its variant.
+var variants = map[string]variant{
+	platform.DockerNAT:         {platform.DockerNAT, ""},
+	platform.DockerProxy:       {platform.DockerProxy, ""},
+	platform.DockerBridge:      {platform.DockerBridge, ""},
+	platform.DockerHost:        {platform.DockerHost, ""},
+	platform.DockerNetwork:     {platform.DockerNetwork, ""},
+	platform.DockerRunscNAT:    {platform.DockerNAT, RuntimeRunsc},
+	platform.DockerRunscProxy:  {platform.DockerProxy, RuntimeRunsc},
+	platform.DockerRunscBridge: {platform.DockerBridge, RuntimeRunsc},
+	platform.DockerRunscHost:   {platform.DockerHost, RuntimeRunsc},
+	platform.DockerCrunBridge:  {platform.DockerBridge, RuntimeCrun},
+	platform.DockerCrunHost:    {platform.DockerHost, RuntimeCrun},
+}
+
+// Kinds lists, sorted, the platform kinds New accepts.
+func Kinds() []string {
+	var ks []string
+	for k := range variants {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Runtime is an OCI runtime registered with the engine.
+type Runtime struct {
+	Name string
+	Path string   // the binary; "" when the engine does not say
+	Args []string // the runtime arguments dockerd passes it
+}
+
+// Runtimes lists the OCI runtimes the engine has registered, by name.
+func (e *Daemon) Runtimes(ctx context.Context) (map[string]Runtime, error) {
+	info, err := e.cli.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the engine for its runtimes: %w", err)
+	}
+	out := map[string]Runtime{}
+	for name, r := range info.Runtimes {
+		out[name] = Runtime{Name: name, Path: r.Path, Args: r.Args}
+	}
+	return out, nil
+}
+
+// Gvisor is how a registered runsc sandboxes containers: gVisor's platform
+// (how system calls reach its kernel: ptrace, kvm, systrap) and its network
+// stack (sandbox: gVisor's own netstack; host: the host kernel's sockets in
+// the container's network namespace; none).
+type Gvisor struct {
+	Version  string // runsc --version's first line, "" when it did not answer
+	Platform string
+	Network  string
+}
+
+// ParseRunscArgs reads gVisor's platform and network from runsc's global
+// flags as dockerd passes them (runtimeArgs), with runsc's defaults
+// (ptrace, sandbox) for what they leave out.
+func ParseRunscArgs(args []string) Gvisor {
+	g := Gvisor{Platform: "ptrace", Network: "sandbox"}
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		name, val, hasVal := strings.Cut(a, "=")
+		if !hasVal && i+1 < len(args) && (name == "platform" || name == "network") {
+			val = args[i+1]
+			i++
+		}
+		switch name {
+		case "platform":
+			g.Platform = val
+		case "network":
+			g.Network = val
+		}
+	}
+	return g
+}
+
+// Note is the sentence every report of a gVisor platform carries.
+func (g Gvisor) Note() string {
+	v := "gVisor"
+	if g.Version != "" {
+		v += " (" + g.Version + ")"
+	}
+	plat := "platform " + g.Platform
+	switch g.Platform {
+	case "ptrace":
+		plat += " (every system call of the sandboxed process is trapped with ptrace: gVisor's slowest platform, the one that runs anywhere)"
+	case "kvm":
+		plat += " (the sandbox runs as a KVM guest)"
+	}
+	netw := "network " + g.Network
+	switch g.Network {
+	case "sandbox":
+		netw += " (gVisor's own TCP/IP stack, netstack, inside the sandbox)"
+	case "host":
+		netw += " (hostinet: the sandbox's sockets are the host kernel's, in the container's network namespace; gVisor's netstack is not used)"
+	}
+	return "runs under " + v + ": " + plat + ", " + netw
+}
+
+// gvisorOf reads how the registered runsc sandboxes containers, asking the
+// binary for its version.
+func gvisorOf(ctx context.Context, r Runtime) Gvisor {
+	g := ParseRunscArgs(r.Args)
+	path := r.Path
+	if path == "" {
+		path = r.Name
+	}
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(vctx, path, "--version").Output(); err == nil {
+		g.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	}
+	return g
+}
+
+// checkRuntime says whether the platform's OCI runtime can run containers
+// here: registered with dockerd and able to start on this machine.
+func (p *dockerPlatform) checkRuntime(ctx context.Context) error {
+	if p.runtime == "" {
+		return nil
+	}
+	rts, err := p.eng.Runtimes(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	r, ok := rts[p.runtime]
+	if !ok {
+		var names []string
+		for n := range rts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return platform.Unavailablef("%s runs its containers with the OCI runtime %s, which dockerd does not know (it knows %s): "+
+			"run `make setup` (it adds %s to the runtimes in dockerd's daemon.json, says so, and reloads dockerd with SIGHUP), "+
+			"or register it yourself as docs/runtimes.md shows", p.name, p.runtime, strings.Join(names, ", "), p.runtime)
+	}
+	if r.Path != "" && strings.HasPrefix(r.Path, "/") {
+		if _, err := os.Stat(r.Path); err != nil {
+			return platform.Unavailablef("%s: dockerd's runtime %s is %s, which is not here: install it (apt-get install %s) or run `make setup`",
+				p.name, p.runtime, r.Path, map[string]string{RuntimeRunsc: "runsc", RuntimeCrun: "crun"}[p.runtime])
+		}
+	}
+	switch p.runtime {
+	case RuntimeRunsc:
+		g := gvisorOf(ctx, r)
+		if g.Network == "sandbox" && netstackRefused() {
+			return platform.Unavailablef("%s: runsc is registered with gVisor's own network stack (netstack), which this runsc refuses on this kernel "+
+				"(it takes every network namespace for the host's, since /proc/sys/net/core/rmem_default exists in each): "+
+				"register runsc with --network=host (make setup does), or install a newer runsc", p.name)
+		}
+		if g.Platform == "kvm" {
+			if _, err := os.Stat("/dev/kvm"); err != nil {
+				return platform.Unavailablef("%s: runsc is registered with gVisor's kvm platform and this machine has no /dev/kvm: register it with --platform=ptrace", p.name)
+			}
+		}
+		p.mu.Lock()
+		p.gvisor = &g
+		p.mu.Unlock()
+	case RuntimeCrun:
+		if ctrls := hybridControllers(); len(ctrls) > 0 {
+			return platform.Unavailablef("%s: crun refuses a hybrid cgroup layout whose v2 mount (%s) holds controllers (here: %s): "+
+				"mount them on v1 (make setup does: mkdir -p %s/%s && mount -t cgroup -o %s cgroup %s/%s)",
+				p.name, filepath.Join(cgroup.Root, "unified"), strings.Join(ctrls, " "),
+				cgroup.Root, ctrls[0], ctrls[0], cgroup.Root, ctrls[0])
+		}
+	}
+	return nil
+}
+
+// hybridControllers lists the controllers of the v2 mount of a hybrid
+// cgroup layout (v1 controllers with a unified mount beside them), which
+// crun refuses; none on a pure v1 or v2 host.
+func hybridControllers() []string {
+	if cgroup.IsV2() {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(cgroup.Root, "unified", "cgroup.controllers"))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b))
+}
+
+// NetstackRefused reports whether the packaged runsc refuses gVisor's own
+// network stack on this kernel (see netstackRefused): setup then registers
+// runsc with --network=host.
+func NetstackRefused() bool { return netstackRefused() }
+
+// netstackRefused reports whether this kernel shows
+// /proc/sys/net/core/rmem_default in a network namespace other than the
+// host's: runsc releases of 2022 take that file for the sign of the host's
+// namespace and refuse to start a sandbox with its own network stack there
+// ("cannot run with network enabled in root network namespace"); kernels
+// since 6.x namespace that sysctl. The check enters a fresh network
+// namespace on a thread of its own, which is never returned to the pool.
+func netstackRefused() bool {
+	res := make(chan bool, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is not unlocked: it dies with this goroutine rather
+		// than running others in the fresh namespace.
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			res <- false
+			return
+		}
+		res <- unix.Access("/proc/sys/net/core/rmem_default", unix.F_OK) == nil
+	}()
+	return <-res
+}
+
+// Degradations implements platform.Degrader: a platform run by gVisor names
+// gVisor's platform and network stack in every report of the run, since
+// both change what is measured.
+func (p *dockerPlatform) Degradations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gvisor == nil {
+		return nil
+	}
+	return []string{p.gvisor.Note()}
+}
+
+// Sandbox implements platform.Sandboxed: the platforms under runsc run
+// their servers in gVisor, with the platform and network stack dockerd's
+// registration gives runsc (known once Check has run).
+func (p *dockerPlatform) Sandbox() (platform.Sandbox, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gvisor == nil {
+		return platform.Sandbox{}, false
+	}
+	return platform.Sandbox{Name: "gVisor", Platform: p.gvisor.Platform, Network: p.gvisor.Network}, true
+}
+
+// HybridControllers lists the controllers of the v2 mount of a hybrid
+// cgroup layout, which crun (Podman's default runtime too) refuses.
+func HybridControllers() []string { return hybridControllers() }
