@@ -71,6 +71,7 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/status", a.auth(a.status))
 	mux.HandleFunc("/put", a.auth(a.put))
 	mux.HandleFunc("/sched", a.auth(a.sched))
+	mux.HandleFunc("/time", a.auth(clock))
 	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -152,6 +153,9 @@ func prepare(p Proc) (*exec.Cmd, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(p.Stdin)
+	}
 	if p.User != "" {
 		u, err := user.Lookup(p.User)
 		if err != nil {
@@ -298,6 +302,7 @@ func (a *agent) run(r *http.Request) (any, error) {
 	res.Wall = time.Since(start)
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	res.ExitCode = cmd.ProcessState.ExitCode()
+	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		res.Error = err.Error()

@@ -1,0 +1,190 @@
+// Package remote is the native platform on a sut host of a hosts file:
+// each server is a process started by nearnative's agent on that machine
+// (reached over SSH, package sshhost), listening on the host's own address
+// from the hosts file (its private or test-bed link), never on a wildcard.
+// The load comes from the run's driver hosts (sshhost.ClientHost).
+//
+// Docker, VM and Kubernetes platforms on a remote sut are not built yet:
+// Refusal says so for each.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/vmagent"
+)
+
+// Agent is what the platform needs of a sut host: its agent and its name,
+// address and pushed binary (sshhost.Conn).
+type Agent interface {
+	Name() string
+	Self() string
+	Addr() netip.Addr
+	Agent() *vmagent.Client
+	// Dropped says why the host's connection dropped (nil while it
+	// stands).
+	Dropped() error
+}
+
+// Refusal is why platform kind base cannot run on a remote sut host yet,
+// or nil for native.
+func Refusal(base, host string) error {
+	if base == platform.Native {
+		return nil
+	}
+	return platform.Unavailablef("%s on the remote sut host %s is not built yet (only native runs on hosts of a hosts file; Docker there would be driven through the host's agent, not the SDK over SSH, so that its containers are labelled and measured as locally): run it without --hosts, or leave it out with --platforms native", base, host)
+}
+
+// Platform is native on a remote sut host.
+type Platform struct {
+	name string
+	host Agent
+	env  platform.Env
+	opt  platform.Options
+}
+
+// New returns the platform name on host.
+func New(name string, host Agent, env platform.Env, opt platform.Options) (*Platform, error) {
+	if !host.Addr().IsValid() {
+		return nil, fmt.Errorf("platform %s: host %s: its address must be an IP address (servers listen on it alone)", name, host.Name())
+	}
+	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
+		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
+	}
+	return &Platform{name: name, host: host, env: env, opt: opt}, nil
+}
+
+// Name implements platform.Platform.
+func (p *Platform) Name() string { return p.name }
+
+// Host is the sut host's name, for the record of where roles ran.
+func (p *Platform) Host() string { return p.host.Name() }
+
+// hostErr names the host in an error.
+func (p *Platform) hostErr(what string, err error) error {
+	if d := p.host.Dropped(); d != nil {
+		return fmt.Errorf("host %s dropped its SSH connection (%v): %s: %w", p.host.Name(), d, what, err)
+	}
+	return fmt.Errorf("host %s: %s: %w", p.host.Name(), what, err)
+}
+
+// Start implements platform.Platform.
+func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if len(spec.Volumes) > 0 {
+		return nil, fmt.Errorf("server %s: volumes are not copied to remote hosts yet", spec.Name)
+	}
+	addr := p.host.Addr().String()
+	ports := map[string]int{}
+	if len(spec.Ports) > 0 {
+		r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(len(spec.Ports)), "--on", addr}, Dir: "/"})
+		if err != nil {
+			return nil, p.hostErr("finding free ports", err)
+		}
+		f := strings.Fields(string(r.Stdout))
+		if r.ExitCode != 0 || len(f) != len(spec.Ports) {
+			return nil, p.hostErr("finding free ports", fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr))))
+		}
+		for i, name := range spec.Ports {
+			n, err := strconv.Atoi(f[i])
+			if err != nil {
+				return nil, p.hostErr("finding free ports", err)
+			}
+			ports[name] = n
+		}
+	}
+	// Named as state.TempDir names local ones, so that `nearnative cleanup
+	// RUN` run there (cleanup --hosts) finds it.
+	dir := "/tmp/" + runid.Prefix + string(p.env.Run) + "-" + trial + "-" + spec.Name + "-remote"
+	from := platform.Nets(platform.Loopback, netip.PrefixFrom(p.host.Addr(), p.host.Addr().BitLen()), p.env.ClientHost().Subnet())
+	l := platform.Listen{Host: addr, Ports: ports, Dir: dir, From: from}
+	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: p.opt.CPUSet,
+		Env: map[string]string{runid.EnvVar: string(p.env.Run)}}
+	for k, v := range spec.Env {
+		proc.Env[k] = v
+	}
+	for _, f := range spec.FilesFor(l) {
+		proc.Files = append(proc.Files, vmagent.File{Path: f.Path, Content: f.Content, Mode: f.Mode})
+	}
+	pid, err := p.host.Agent().Start(ctx, proc)
+	if err != nil {
+		p.removeDir(context.WithoutCancel(ctx), dir)
+		return nil, p.hostErr("starting "+spec.Name, err)
+	}
+	return &server{p: p, pid: pid, dir: dir, addr: addr, ports: ports, argv: proc.Argv}, nil
+}
+
+func (p *Platform) removeDir(ctx context.Context, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "rm", Argv: []string{"rm", "-rf", "--", dir}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("removing "+dir, err)
+	}
+	return nil
+}
+
+type server struct {
+	p     *Platform
+	pid   int
+	dir   string
+	addr  string
+	ports map[string]int
+	argv  []string
+}
+
+func (s *server) Addr(port string) string {
+	return net.JoinHostPort(s.addr, strconv.Itoa(s.ports[port]))
+}
+
+func (s *server) Command() []string { return s.argv }
+
+func (s *server) Describe() string {
+	var ps []string
+	for name, port := range s.ports {
+		ps = append(ps, name+" "+net.JoinHostPort(s.addr, strconv.Itoa(port)))
+	}
+	return fmt.Sprintf("process %d on sut host %s, listening on %s", s.pid, s.p.host.Name(), strings.Join(ps, ", "))
+}
+
+// Stop stops the process (its whole process group) and removes its
+// directory.
+func (s *server) Stop(ctx context.Context) error {
+	var errs []error
+	if _, err := s.p.host.Agent().Stop(ctx, s.pid, 5*time.Second); err != nil {
+		errs = append(errs, s.p.hostErr("stopping the server", err))
+	}
+	if err := s.p.removeDir(ctx, s.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CPUTime implements platform.CPUReporter: the server's processes on the
+// sut host, read by the agent from /proc.
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
+	d, err := s.p.host.Agent().CPUTime(ctx, s.pid)
+	if err != nil {
+		return 0, s.p.hostErr("reading the server's CPU time", err)
+	}
+	return d, nil
+}
+
+// CPUSource implements platform.CPUDescriber.
+func (s *server) CPUSource() string {
+	return "the server's processes on sut host " + s.p.host.Name() + " (its agent, /proc)"
+}
