@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"bufio"
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -14,7 +10,6 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/sshhost"
-	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
 // agentCmd is the hidden command nearnative runs on a remote host over
@@ -44,7 +39,7 @@ func (a *app) agentCmd() *cobra.Command {
 				fmt.Fprintln(a.stdout, strings.Join(s, " "))
 				return nil
 			}
-			return serveAgent(c.Context(), os.Stdin)
+			return sshhost.ServeAgent(c.Context(), os.Stdin)
 		},
 	}
 	c.Flags().IntVar(&freePorts, "free-ports", 0, "print this many free TCP ports on --on and exit")
@@ -52,19 +47,3 @@ func (a *app) agentCmd() *cobra.Command {
 	return c
 }
 
-func serveAgent(ctx context.Context, stdin io.Reader) error {
-	r := bufio.NewReader(stdin)
-	token, err := r.ReadString('\n')
-	token = strings.TrimSpace(token)
-	if err != nil || token == "" {
-		return errors.New("agent: no token on the first line of stdin")
-	}
-	os.Setenv(vmagent.TokenEnv, token)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		io.Copy(io.Discard, r) // until the session ends
-		cancel()
-	}()
-	return vmagent.Supervise(ctx, "127.0.0.1:0")
-}

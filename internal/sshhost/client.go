@@ -16,7 +16,7 @@ import (
 func (c *Conn) Name() string { return c.Host.Name }
 
 // Self implements host.Runner: the pushed binary.
-func (c *Conn) Self() string { return RemoteBinary }
+func (c *Conn) Self() string { return c.bin }
 
 // ClockOffset implements host.Runner.
 func (c *Conn) ClockOffset() time.Duration { return c.offset.Offset }

@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,8 @@ type Options struct {
 	// Binary is the local nearnative binary to push ("" is this process's
 	// executable).
 	Binary string
+	// RemoteBinary is where it goes ("" is RemoteBinary).
+	RemoteBinary string
 	// Dial opens the TCP connection to the SSH server (nil: net.Dialer);
 	// tests wrap it to drop the connection mid-trial.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -85,6 +88,7 @@ const keepaliveMiss = 3
 // Conn is a connected host: its SSH client and its agent.
 type Conn struct {
 	Host   hostfile.Host
+	bin    string // the pushed binary
 	client *ssh.Client
 	agent  *vmagent.Client
 	sess   *ssh.Session
@@ -105,7 +109,10 @@ func Connect(ctx context.Context, h hostfile.Host, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Host: h, client: client, done: make(chan struct{}), stderr: &tail{max: 4096}}
+	c := &Conn{Host: h, client: client, done: make(chan struct{}), stderr: &tail{max: 4096}, bin: o.RemoteBinary}
+	if c.bin == "" {
+		c.bin = RemoteBinary
+	}
 	go c.watch(o.Keepalive)
 	ok := false
 	defer func() {
@@ -114,7 +121,7 @@ func Connect(ctx context.Context, h hostfile.Host, o Options) (*Conn, error) {
 		}
 	}()
 	if err := c.push(ctx, o); err != nil {
-		return nil, c.errorf("pushing nearnative to %s: %w", RemoteBinary, err)
+		return nil, c.errorf("pushing nearnative to %s: %w", c.bin, err)
 	}
 	if err := c.startAgent(ctx); err != nil {
 		return nil, err
@@ -306,6 +313,29 @@ func (c *Conn) drop(err error) {
 	}
 }
 
+// probe checks, after an error, whether the connection still answers:
+// an agent call may fail on the dropped connection before the keepalives
+// notice.
+func (c *Conn) probe() {
+	if c.client == nil || c.Dropped() != nil {
+		return
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			c.drop(fmt.Errorf("the SSH connection ended: %v", err))
+		}
+	case <-time.After(3 * time.Second):
+		c.drop(errors.New("a keepalive went unanswered for 3 s"))
+		c.client.Close()
+	}
+}
+
 // Dropped returns why the connection dropped, or nil while it stands (or
 // after Close).
 func (c *Conn) Dropped() error {
@@ -318,6 +348,7 @@ func (c *Conn) Dropped() error {
 // says so, since that is what the user must fix.
 func (c *Conn) errorf(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
+	c.probe()
 	if d := c.Dropped(); d != nil {
 		return kinded{fmt.Errorf("host %s (%s) dropped its SSH connection (%v): %w", c.Host.Name, c.Host.Address, d, err), ErrUnreachable}
 	}
@@ -361,12 +392,12 @@ func (c *Conn) push(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	out, _ := c.Output(ctx, "sha256sum "+RemoteBinary+" 2>/dev/null", nil)
+	out, _ := c.Output(ctx, "sha256sum "+c.bin+" 2>/dev/null", nil)
 	if f := strings.Fields(string(out)); len(f) > 0 && f[0] == sum {
 		return nil
 	}
 	if o.Log != nil {
-		fmt.Fprintf(o.Log, "host %s: pushing nearnative to %s (missing or different)\n", c.Host.Name, RemoteBinary)
+		fmt.Fprintf(o.Log, "host %s: pushing nearnative to %s (missing or different)\n", c.Host.Name, c.bin)
 	}
 	f, err := os.Open(local)
 	if err != nil {
@@ -375,11 +406,11 @@ func (c *Conn) push(ctx context.Context, o Options) error {
 	defer f.Close()
 	// A name of its own per push: hosts sharing a file system (the test
 	// bed's) may push at once; mv replaces the binary atomically.
-	tmp := RemoteBinary + ".tmp." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := c.Output(ctx, fmt.Sprintf("mkdir -p %s && cat > %s && chmod 755 %s && mv -f %s %s", RemoteDir, tmp, tmp, tmp, RemoteBinary), f); err != nil {
+	tmp := c.bin + ".tmp." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := c.Output(ctx, fmt.Sprintf("mkdir -p %s && cat > %s && chmod 755 %s && mv -f %s %s", path.Dir(c.bin), tmp, tmp, tmp, c.bin), f); err != nil {
 		return err
 	}
-	out, err = c.Output(ctx, "sha256sum "+RemoteBinary, nil)
+	out, err = c.Output(ctx, "sha256sum "+c.bin, nil)
 	if err != nil {
 		return err
 	}
@@ -417,7 +448,7 @@ func (c *Conn) startAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Start(RemoteBinary + " " + AgentArg); err != nil {
+	if err := s.Start(c.bin + " " + AgentArg); err != nil {
 		return c.errorf("starting the agent: %w", err)
 	}
 	c.sess, c.stdin = s, stdin
@@ -524,4 +555,25 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.b))
+}
+
+// ServeAgent is the agent command's body on a remote host: it reads the
+// token from the first line of stdin, serves the agent on 127.0.0.1 (port
+// chosen by the kernel, announced on stderr) and stops everything it
+// started when stdin ends.
+func ServeAgent(ctx context.Context, stdin io.Reader) error {
+	r := bufio.NewReader(stdin)
+	token, err := r.ReadString('\n')
+	token = strings.TrimSpace(token)
+	if err != nil || token == "" {
+		return errors.New("agent: no token on the first line of stdin")
+	}
+	os.Setenv(vmagent.TokenEnv, token)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, r) // until the session ends
+		cancel()
+	}()
+	return vmagent.Supervise(ctx, "127.0.0.1:0")
 }
