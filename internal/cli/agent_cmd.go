@@ -46,4 +46,3 @@ func (a *app) agentCmd() *cobra.Command {
 	c.Flags().StringVar(&on, "on", "127.0.0.1", "address for --free-ports")
 	return c
 }
-

@@ -81,7 +81,7 @@ func (h *ClientHost) Detail() string {
 	var parts []string
 	for _, d := range h.drivers {
 		parts = append(parts, fmt.Sprintf("%s %s@%s:%d clock offset %v ± %v", d.Host.Name, d.Host.User, d.Host.Address, d.Host.Port,
-			d.offset.Offset.Round(time.Microsecond), (d.offset.RTT / 2).Round(time.Microsecond)))
+			d.offset.Offset.Round(time.Microsecond), (d.offset.RTT/2).Round(time.Microsecond)))
 	}
 	return strings.Join(parts, "; ") + "; servers on " + h.server
 }

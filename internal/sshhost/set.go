@@ -68,7 +68,7 @@ func (s *Set) CheckClocks(limit time.Duration) error {
 		worst := abs(off) + c.offset.RTT/2
 		if worst > limit {
 			errs = append(errs, fmt.Errorf("%w: host %s: clock %v from this machine's (± %v), over the %v allowed: synchronise both clocks (chrony or systemd-timesyncd against the same server), or raise clock_offset_max in the hosts file",
-				ErrClock, h.Name, off.Round(time.Microsecond), (c.offset.RTT / 2).Round(time.Microsecond), limit))
+				ErrClock, h.Name, off.Round(time.Microsecond), (c.offset.RTT/2).Round(time.Microsecond), limit))
 		}
 	}
 	return errors.Join(errs...)
@@ -104,7 +104,7 @@ func (s *Set) Clocks() []string {
 	for _, h := range s.File.Hosts {
 		c := s.conns[h.Name]
 		out = append(out, fmt.Sprintf("host %s (%s, roles %s): clock offset %v ± %v (NTP-style over its agent, best of 8)", h.Name, h.Address,
-			strings.Join(h.Roles, ","), c.offset.Offset.Round(time.Microsecond), (c.offset.RTT / 2).Round(time.Microsecond)))
+			strings.Join(h.Roles, ","), c.offset.Offset.Round(time.Microsecond), (c.offset.RTT/2).Round(time.Microsecond)))
 	}
 	return out
 }
