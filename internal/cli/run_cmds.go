@@ -50,6 +50,7 @@ type runFlags struct {
 	quiet, verbose  bool
 	noReap          bool
 	storeRetry      time.Duration
+	hosts           string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -114,6 +115,7 @@ nothing (-q); the table goes to standard output, or to standard error when
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
 	fl.StringVar(&f.client, "client", "", "where the load runs: netns (a network namespace of its own, over a veth; the default) or host (this machine, over loopback)")
 	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
+	fl.StringVar(&f.hosts, "hosts", "", "hosts `FILE` (YAML): run the servers on its sut hosts and the load on its driver hosts, over SSH (see docs/hosts.md); overrides the study's hosts:")
 	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
 	c.RegisterFlagCompletionFunc("workloads", a.completeWorkloads)
@@ -195,6 +197,10 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		wr.SetWritePolicy(p)
 	}
 
+	hostsPath := f.hosts
+	if hostsPath == "" && st != nil {
+		hostsPath = st.HostsPath()
+	}
 	platforms := func(s *study.Study) []study.Platform { return s.Platforms }
 	client := func(s *study.Study) host.Setting { return s.ClientSetting() }
 	if f.resume != "" {
@@ -209,6 +215,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		}
 		platforms = func(*study.Study) []study.Platform { return stored.Platforms }
 		client = func(*study.Study) host.Setting { return stored.ClientSetting() }
+		if hostsPath == "" {
+			hostsPath = stored.HostsPath()
+		}
 		var env struct {
 			Extra map[string]string `json:"extra"`
 		}
@@ -228,6 +237,19 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		needsImage = needsImage || p.Base != platform.Native
 	}
 	opener := &platformset.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: client(st)}
+	var hostNotes []store.RunNote
+	if hostsPath != "" {
+		set, notes, err := a.connectHosts(ctx, hostsPath, st)
+		if err != nil {
+			return err
+		}
+		defer set.Close() // stops every host's agent, and what it still runs
+		opener.Hosts, hostNotes = set, notes
+		// Only native runs on remote hosts yet: a study's other platforms
+		// are skipped with the reason, unless --platforms names them.
+		opener.SkipUnavailable = opener.SkipUnavailable || f.platforms == ""
+		needsImage = false
+	}
 	imageRef := ""
 	var envDocker map[string]string
 	if needsImage {
@@ -255,7 +277,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	if err != nil {
 		return fmt.Errorf("recording the environment: %w", err)
 	}
-	var notes []store.RunNote
+	notes := hostNotes
 	if w := env.Extra["warnings"]; w != "" {
 		for _, part := range strings.Split(w, "; ") {
 			notes = append(notes, store.RunNote{Kind: store.NoteWarning, Subject: "environment", Text: "not captured: " + part})

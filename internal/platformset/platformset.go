@@ -24,7 +24,9 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/platforms/netns"
 	"github.com/nearnative/nearnative/internal/platforms/podman"
+	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
+	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -116,6 +118,23 @@ type Opener struct {
 	// Clients maps each opened platform to its client host (nil: the
 	// platform's clients run inside it), filled by Open.
 	Clients map[string]host.Host
+	// Hosts, when set, are the machines of a hosts file, connected: the
+	// servers run on its sut hosts, the load on its driver hosts.
+	Hosts *sshhost.Set
+}
+
+// openRemote builds platform sp on the sut hosts of o.Hosts, its load
+// coming from the driver hosts; kinds not built for remote hosts yet are
+// refused as unavailable.
+func (o *Opener) openRemote(sp study.Platform, env platform.Env) (platform.Platform, host.Host, error) {
+	sut := o.Hosts.SUT("")
+	client := o.Hosts.Client(sut)
+	if err := remote.Refusal(sp.Base, sut.Host.Name); err != nil {
+		return nil, client, err
+	}
+	env.Client = client
+	p, err := remote.New(sp.Name, func(role string) remote.Agent { return o.Hosts.SUT(role) }, env, sp.Options)
+	return p, client, err
 }
 
 // ClientNeed says which client host a platform of kind base needs:
@@ -171,8 +190,14 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		var p platform.Platform
 		var err error
 		penv := env
-		penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
+		if o.Hosts != nil {
+			p, penv.Client, err = o.openRemote(sp, penv)
+		} else {
+			penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
+		}
 		switch {
+		case o.Hosts != nil:
+			// Built (or refused) on the hosts over SSH above.
 		case errors.Is(err, host.ErrSetting):
 			closeAll()
 			return nil, nil, err

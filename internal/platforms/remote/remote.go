@@ -41,46 +41,52 @@ func Refusal(base, host string) error {
 	if base == platform.Native {
 		return nil
 	}
-	return platform.Unavailablef("%s on the remote sut host %s is not built yet (only native runs on hosts of a hosts file; Docker there would be driven through the host's agent, not the SDK over SSH, so that its containers are labelled and measured as locally): run it without --hosts, or leave it out with --platforms native", base, host)
+	return platform.Unavailablef("not built for remote hosts yet (only native runs on sut host %s); name it in --platforms to be told so, or run it without --hosts", host)
 }
 
-// Platform is native on a remote sut host.
+// Platform is native on the remote sut hosts: each server on the host
+// its role is placed on.
 type Platform struct {
-	name string
-	host Agent
-	env  platform.Env
-	opt  platform.Options
+	name  string
+	place func(role string) Agent
+	env   platform.Env
+	opt   platform.Options
 }
 
-// New returns the platform name on host.
-func New(name string, host Agent, env platform.Env, opt platform.Options) (*Platform, error) {
-	if !host.Addr().IsValid() {
-		return nil, fmt.Errorf("platform %s: host %s: its address must be an IP address (servers listen on it alone)", name, host.Name())
-	}
+// New returns the platform name whose servers run on place(spec name).
+func New(name string, place func(role string) Agent, env platform.Env, opt platform.Options) (*Platform, error) {
 	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
 		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
 	}
-	return &Platform{name: name, host: host, env: env, opt: opt}, nil
+	return &Platform{name: name, place: place, env: env, opt: opt}, nil
+}
+
+// on is the platform as it runs one role: on its host.
+type on struct {
+	*Platform
+	host Agent
 }
 
 // Name implements platform.Platform.
 func (p *Platform) Name() string { return p.name }
 
-// Host is the sut host's name, for the record of where roles ran.
-func (p *Platform) Host() string { return p.host.Name() }
-
 // hostErr names the host in an error.
-func (p *Platform) hostErr(what string, err error) error {
+func (p on) hostErr(what string, err error) error {
 	if d := p.host.Dropped(); d != nil {
 		return fmt.Errorf("host %s dropped its SSH connection (%v): %s: %w", p.host.Name(), d, what, err)
 	}
 	return fmt.Errorf("host %s: %s: %w", p.host.Name(), what, err)
 }
 
-// Start implements platform.Platform.
-func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
+// Start implements platform.Platform: spec runs on the host its name is
+// placed on.
+func (pl *Platform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	p := on{pl, pl.place(spec.Name)}
+	if !p.host.Addr().IsValid() {
+		return nil, fmt.Errorf("host %s: its address must be an IP address (servers listen on it alone)", p.host.Name())
 	}
 	if len(spec.Volumes) > 0 {
 		return nil, fmt.Errorf("server %s: volumes are not copied to remote hosts yet", spec.Name)
@@ -125,7 +131,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	return &server{p: p, pid: pid, dir: dir, addr: addr, ports: ports, argv: proc.Argv}, nil
 }
 
-func (p *Platform) removeDir(ctx context.Context, dir string) error {
+func (p on) removeDir(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "rm", Argv: []string{"rm", "-rf", "--", dir}, Dir: "/"})
@@ -139,7 +145,7 @@ func (p *Platform) removeDir(ctx context.Context, dir string) error {
 }
 
 type server struct {
-	p     *Platform
+	p     on
 	pid   int
 	dir   string
 	addr  string
