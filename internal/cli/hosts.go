@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/store"
@@ -79,4 +81,118 @@ func Placement(f *hostfile.File) string {
 		d = "load driver on driver hosts " + strings.Join(ds, ", ") + " (nearnative's own driver spreads its processes over them; an external tool such as redis-benchmark runs on the first)"
 	}
 	return strings.Join(append(parts, d), "; ")
+}
+
+// connectEach connects to every host of f, one at a time, without the clock
+// check: doctor and cleanup report each host's problem and go on.
+func (a *app) connectEach(ctx context.Context, f *hostfile.File) ([]*sshhost.Conn, map[string]error) {
+	var conns []*sshhost.Conn
+	errs := map[string]error{}
+	for _, h := range f.Hosts {
+		c, err := sshhost.Connect(ctx, h, sshhost.Options{KnownHosts: f.KnownHosts, Log: a.stderr})
+		if err != nil {
+			errs[h.Name] = err
+			continue
+		}
+		conns = append(conns, c)
+	}
+	return conns, errs
+}
+
+// doctorHost is a connected host as the doctor's checks see it.
+type doctorHost struct{ c *sshhost.Conn }
+
+func (d doctorHost) Name() string { return d.c.Host.Name }
+func (d doctorHost) Output(ctx context.Context, cmd string) ([]byte, error) {
+	return d.c.Output(ctx, cmd, nil)
+}
+func (d doctorHost) Offset() (time.Duration, time.Duration) {
+	o := d.c.Offset()
+	return o.Offset, o.RTT
+}
+
+// doctorHosts checks every host of the hosts file at path.
+func (a *app) doctorHosts(ctx context.Context, path string) error {
+	f, err := loadHosts(path)
+	if err != nil {
+		return err
+	}
+	conns, errs := a.connectEach(ctx, f)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var checks []doctor.Check
+	for _, h := range f.Hosts {
+		if err := errs[h.Name]; err != nil {
+			checks = append(checks, doctor.Check{Name: "host " + h.Name, Status: doctor.Fail, Detail: err.Error()})
+		} else {
+			checks = append(checks, doctor.Check{Name: "host " + h.Name, Status: doctor.OK, Detail: "SSH " + h.Target() + ": host key known, agent answers"})
+		}
+	}
+	var rs []doctor.Remote
+	for _, c := range conns {
+		rs = append(rs, doctorHost{c})
+	}
+	checks = append(checks, doctor.Hosts(ctx, rs, f.OffsetMax())...)
+	for _, ch := range checks {
+		fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
+		if ch.Fix != "" {
+			fmt.Fprintf(a.stdout, "      %-20s fix: %s\n", "", ch.Fix)
+		}
+	}
+	if !doctor.Healthy(checks) {
+		return withCode(ExitUnavailable, fmt.Errorf("the hosts of %s cannot run a study yet: apply the fixes above", path))
+	}
+	fmt.Fprintf(a.stdout, "the hosts of %s can run the redis studies\n", path)
+	return nil
+}
+
+// cleanupHosts runs `nearnative cleanup` with the same arguments on every
+// host of the hosts file (the labels are the same there as here) and, when
+// asked, removes the pushed binary.
+func (a *app) cleanupHosts(ctx context.Context, path string, args []string, force, orphans, removeBinary bool) error {
+	f, err := loadHosts(path)
+	if err != nil {
+		return err
+	}
+	conns, errs := a.connectEach(ctx, f)
+	var failed []error
+	for _, h := range f.Hosts {
+		if err := errs[h.Name]; err != nil {
+			failed = append(failed, err)
+		}
+	}
+	for _, c := range conns {
+		cmd := c.Self() + " cleanup"
+		if len(args) == 1 {
+			cmd += " " + args[0]
+		}
+		if force {
+			cmd += " --force"
+		}
+		if orphans {
+			cmd += " --orphans"
+		}
+		out, err := c.Output(ctx, cmd, nil)
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l != "" {
+				fmt.Fprintf(a.stdout, "host %s: %s\n", c.Host.Name, l)
+			}
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("host %s: %w", c.Host.Name, err))
+		}
+		if removeBinary {
+			// The running agent keeps its inode; the next run pushes again.
+			if _, err := c.Output(ctx, "rm -f "+c.Self(), nil); err != nil {
+				failed = append(failed, fmt.Errorf("host %s: removing %s: %w", c.Host.Name, c.Self(), err))
+			} else {
+				fmt.Fprintf(a.stdout, "host %s: removed %s\n", c.Host.Name, c.Self())
+			}
+		}
+		c.Close()
+	}
+	return errors.Join(failed...)
 }

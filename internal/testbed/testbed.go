@@ -88,7 +88,7 @@ func Check() error {
 	if _, err := os.Stat(Sshd); err != nil {
 		return fmt.Errorf("testbed: %s missing: install openssh-server (apt-get install --no-install-recommends openssh-server; `make setup` does)", Sshd)
 	}
-	for _, t := range []string{"ip", "iptables", "ssh-keygen"} {
+	for _, t := range []string{"ip", "iptables", "ssh-keygen", "nsenter"} {
 		if _, err := exec.LookPath(t); err != nil {
 			return fmt.Errorf("testbed: %s missing: install iproute2, iptables and openssh-client", t)
 		}
@@ -250,7 +250,9 @@ Subsystem sftp internal-sftp
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	if err := run(ctx, "ip", "netns", "exec", ns, Sshd, "-f", cfg, "-E", filepath.Join(hd, "sshd.log")); err != nil {
+	// nsenter, not `ip netns exec`: that one remounts /sys in a mount
+	// namespace of its own, hiding the cgroup file systems from the host.
+	if err := run(ctx, "nsenter", "--net=/run/netns/"+ns, Sshd, "-f", cfg, "-E", filepath.Join(hd, "sshd.log")); err != nil {
 		return nil, err
 	}
 	if err := waitListening(ctx, netip.AddrPortFrom(addr, 22).String(), 10*time.Second); err != nil {

@@ -41,7 +41,7 @@ func Refusal(base, host string) error {
 	if base == platform.Native {
 		return nil
 	}
-	return platform.Unavailablef("not built for remote hosts yet (only native runs on sut host %s); name it in --platforms to be told so, or run it without --hosts", host)
+	return platform.Unavailablef("not built for remote hosts yet: only native runs on sut host %s (Docker there would be driven through its agent); run %s without --hosts", host, base)
 }
 
 // Platform is native on the remote sut hosts: each server on the host
