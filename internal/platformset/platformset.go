@@ -17,6 +17,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/host"
+	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/k8s"
@@ -133,7 +134,11 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env) (platform.Platf
 		return nil, client, err
 	}
 	env.Client = client
-	p, err := remote.New(sp.Name, func(role string) remote.Agent { return o.Hosts.SUT(role) }, env, sp.Options)
+	var suts []remote.Agent
+	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+		suts = append(suts, o.Hosts.Conn(h.Name))
+	}
+	p, err := remote.New(sp.Name, func(role string) remote.Agent { return o.Hosts.SUT(role) }, suts, env, sp.Options)
 	return p, client, err
 }
 

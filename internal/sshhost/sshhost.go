@@ -33,6 +33,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/nearnative/nearnative/internal/hostfile"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
@@ -95,6 +96,7 @@ type Conn struct {
 	stdin  io.WriteCloser
 	stderr *tail
 	offset vmagent.Offset
+	cpus   []int
 
 	mu      sync.Mutex
 	dropped error
@@ -128,6 +130,13 @@ func Connect(ctx context.Context, h hostfile.Host, o Options) (*Conn, error) {
 	}
 	if c.offset, err = c.agent.ClockOffset(ctx, 8); err != nil {
 		return nil, c.errorf("reading its clock: %w", err)
+	}
+	out, err := c.Output(ctx, "cat /sys/devices/system/cpu/online", nil)
+	if err == nil {
+		c.cpus, err = sysinfo.ParseIDList(strings.TrimSpace(string(out)))
+	}
+	if err != nil || len(c.cpus) == 0 {
+		return nil, c.errorf("reading its online CPUs: %v", err)
 	}
 	ok = true
 	return c, nil
@@ -493,6 +502,9 @@ func (c *Conn) startAgent(ctx context.Context) error {
 	}
 	return nil
 }
+
+// CPUs are the host's online CPUs.
+func (c *Conn) CPUs() []int { return c.cpus }
 
 // Agent is the client of the host's agent.
 func (c *Conn) Agent() *vmagent.Client { return c.agent }

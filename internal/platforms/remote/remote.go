@@ -30,6 +30,8 @@ type Agent interface {
 	Self() string
 	Addr() netip.Addr
 	Agent() *vmagent.Client
+	// CPUs are the host's online CPUs.
+	CPUs() []int
 	// Dropped says why the host's connection dropped (nil while it
 	// stands).
 	Dropped() error
@@ -51,14 +53,21 @@ type Platform struct {
 	place func(role string) Agent
 	env   platform.Env
 	opt   platform.Options
+	// peers are the addresses of every sut host: servers of a topology
+	// placed on several hosts accept each other's connections.
+	peers []netip.Addr
 }
 
 // New returns the platform name whose servers run on place(spec name).
-func New(name string, place func(role string) Agent, env platform.Env, opt platform.Options) (*Platform, error) {
+func New(name string, place func(role string) Agent, suts []Agent, env platform.Env, opt platform.Options) (*Platform, error) {
 	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
 		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
 	}
-	return &Platform{name: name, place: place, env: env, opt: opt}, nil
+	p := &Platform{name: name, place: place, env: env, opt: opt}
+	for _, h := range suts {
+		p.peers = append(p.peers, h.Addr())
+	}
+	return p, nil
 }
 
 // on is the platform as it runs one role: on its host.
@@ -88,34 +97,54 @@ func (pl *Platform) Start(ctx context.Context, trial string, spec platform.Spec)
 	if !p.host.Addr().IsValid() {
 		return nil, fmt.Errorf("host %s: its address must be an IP address (servers listen on it alone)", p.host.Name())
 	}
+	free, err := p.freePorts(ctx, len(spec.Ports))
+	if err != nil {
+		return nil, err
+	}
+	ports := map[string]int{}
+	for i, name := range spec.Ports {
+		ports[name] = free[i]
+	}
+	return p.start(ctx, trial, spec, ports, pl.opt.CPUSet)
+}
+
+// freePorts asks the host's kernel for n free TCP ports on its address.
+func (p on) freePorts(ctx context.Context, n int) ([]int, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", p.host.Addr().String()}, Dir: "/"})
+	if err != nil {
+		return nil, p.hostErr("finding free ports", err)
+	}
+	f := strings.Fields(string(r.Stdout))
+	if r.ExitCode != 0 || len(f) != n {
+		return nil, p.hostErr("finding free ports", fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr))))
+	}
+	out := make([]int, n)
+	for i := range f {
+		if out[i], err = strconv.Atoi(f[i]); err != nil {
+			return nil, p.hostErr("finding free ports", err)
+		}
+	}
+	return out, nil
+}
+
+// start starts spec on p's host with the given ports, confined to cpuset.
+func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string) (*server, error) {
 	if len(spec.Volumes) > 0 {
 		return nil, fmt.Errorf("server %s: volumes are not copied to remote hosts yet", spec.Name)
 	}
 	addr := p.host.Addr().String()
-	ports := map[string]int{}
-	if len(spec.Ports) > 0 {
-		r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(len(spec.Ports)), "--on", addr}, Dir: "/"})
-		if err != nil {
-			return nil, p.hostErr("finding free ports", err)
-		}
-		f := strings.Fields(string(r.Stdout))
-		if r.ExitCode != 0 || len(f) != len(spec.Ports) {
-			return nil, p.hostErr("finding free ports", fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr))))
-		}
-		for i, name := range spec.Ports {
-			n, err := strconv.Atoi(f[i])
-			if err != nil {
-				return nil, p.hostErr("finding free ports", err)
-			}
-			ports[name] = n
-		}
-	}
 	// Named as state.TempDir names local ones, so that `nearnative cleanup
 	// RUN` run there (cleanup --hosts) finds it.
 	dir := "/tmp/" + runid.Prefix + string(p.env.Run) + "-" + trial + "-" + spec.Name + "-remote"
 	from := platform.Nets(platform.Loopback, netip.PrefixFrom(p.host.Addr(), p.host.Addr().BitLen()), p.env.ClientHost().Subnet())
+	for _, peer := range p.peers {
+		from = platform.Nets(append(from, netip.PrefixFrom(peer, peer.BitLen()))...)
+	}
 	l := platform.Listen{Host: addr, Ports: ports, Dir: dir, From: from}
-	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: p.opt.CPUSet,
+	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: cpuset,
 		Env: map[string]string{runid.EnvVar: string(p.env.Run)}}
 	for k, v := range spec.Env {
 		proc.Env[k] = v
