@@ -281,23 +281,10 @@ func (c *Conn) watch(every time.Duration) {
 			c.drop(fmt.Errorf("the SSH connection ended: %v", err))
 			return
 		case <-t.C:
-			answered := make(chan error, 1)
-			go func() {
-				_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-				answered <- err
-			}()
-			select {
-			case err := <-answered:
-				if err != nil {
-					missed++
-				} else {
-					missed = 0
-				}
-			case <-time.After(every):
+			if c.keepalive(every) != nil {
 				missed++
-			case err := <-ended:
-				c.drop(fmt.Errorf("the SSH connection ended: %v", err))
-				return
+			} else {
+				missed = 0
 			}
 			if missed >= keepaliveMiss {
 				c.drop(fmt.Errorf("%d keepalives in a row went unanswered", missed))
@@ -306,6 +293,24 @@ func (c *Conn) watch(every time.Duration) {
 				return
 			}
 		}
+	}
+}
+
+var errNoAnswer = errors.New("no answer")
+
+// keepalive sends one keepalive request and waits for its answer at most
+// timeout (errNoAnswer then).
+func (c *Conn) keepalive(timeout time.Duration) error {
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		return err
+	case <-time.After(timeout):
+		return errNoAnswer
 	}
 }
 
@@ -329,19 +334,12 @@ func (c *Conn) probe() {
 	if c.client == nil || c.Dropped() != nil {
 		return
 	}
-	answered := make(chan error, 1)
-	go func() {
-		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-		answered <- err
-	}()
-	select {
-	case err := <-answered:
-		if err != nil {
-			c.drop(fmt.Errorf("the SSH connection ended: %v", err))
-		}
-	case <-time.After(3 * time.Second):
+	switch err := c.keepalive(3 * time.Second); {
+	case errors.Is(err, errNoAnswer):
 		c.drop(errors.New("a keepalive went unanswered for 3 s"))
 		c.client.Close()
+	case err != nil:
+		c.drop(fmt.Errorf("the SSH connection ended: %v", err))
 	}
 }
 
