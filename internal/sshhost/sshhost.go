@@ -331,7 +331,7 @@ func (c *Conn) drop(err error) {
 // an agent call may fail on the dropped connection before the keepalives
 // notice.
 func (c *Conn) probe() {
-	if c.client == nil || c.Dropped() != nil {
+	if c.client == nil || c.droppedErr() != nil {
 		return
 	}
 	switch err := c.keepalive(3 * time.Second); {
@@ -344,8 +344,14 @@ func (c *Conn) probe() {
 }
 
 // Dropped returns why the connection dropped, or nil while it stands (or
-// after Close).
+// after Close). Called after an error, it first checks that the
+// connection still answers (within 3 s).
 func (c *Conn) Dropped() error {
+	c.probe()
+	return c.droppedErr()
+}
+
+func (c *Conn) droppedErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dropped
@@ -355,7 +361,6 @@ func (c *Conn) Dropped() error {
 // says so, since that is what the user must fix.
 func (c *Conn) errorf(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
-	c.probe()
 	if d := c.Dropped(); d != nil {
 		return kinded{fmt.Errorf("host %s (%s) dropped its SSH connection (%v): %w", c.Host.Name, c.Host.Address, d, err), ErrUnreachable}
 	}
