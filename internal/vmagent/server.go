@@ -29,6 +29,10 @@ type agent struct {
 	logDir string
 	mu     sync.Mutex
 	procs  map[int]*proc
+	// jobs are the process groups of the /run jobs running now: killed
+	// with the started processes when the agent stops (a remote host's
+	// agent whose SSH session ended).
+	jobs map[int]bool
 }
 
 type proc struct {
@@ -56,7 +60,7 @@ func serve(params map[string]string) error {
 }
 
 func newAgent(token string) *agent {
-	return &agent{token: token, procs: map[int]*proc{}, logDir: LogDir}
+	return &agent{token: token, procs: map[int]*proc{}, jobs: map[int]bool{}, logDir: LogDir}
 }
 
 // handler serves the API; poweroff is called (after the answer is sent)
@@ -267,6 +271,9 @@ func (a *agent) killAll() {
 		pr.terminate(3 * time.Second)
 		delete(a.procs, pid)
 	}
+	for pgid := range a.jobs {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 func (a *agent) run(r *http.Request) (any, error) {
@@ -284,6 +291,14 @@ func (a *agent) run(r *http.Request) (any, error) {
 	if err := startTracked(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
+	a.mu.Lock()
+	a.jobs[cmd.Process.Pid] = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.jobs, cmd.Process.Pid)
+		a.mu.Unlock()
+	}()
 	done := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
