@@ -452,19 +452,6 @@ func (f *File) Drivers() []Host {
 	return f.With(RoleDriver)
 }
 
-// CheckRoles says, before the first trial, whether every role placed in
-// the file is one the run has (roles lists the servers' role names; the
-// driver is always there): a placement naming a role no workload has is a
-// typo that would otherwise silently place nothing.
-func (f *File) CheckRoles(roles []string) error {
-	for r := range f.Place {
-		if r != Driver && !slices.Contains(roles, r) {
-			return &Error{File: f.Source, Line: f.lines["place."+r], Err: fmt.Errorf("place: no role %q in this run (roles: %s)", r, strings.Join(append([]string{Driver}, roles...), ", "))}
-		}
-	}
-	return nil
-}
-
 // OffsetMax is the clock offset threshold.
 func (f *File) OffsetMax() time.Duration {
 	if f.ClockOffsetMax == 0 {

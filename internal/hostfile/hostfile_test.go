@@ -95,16 +95,3 @@ func TestValidateErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestCheckRoles(t *testing.T) {
-	f, err := Parse([]byte(good), "h.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CheckRoles([]string{"redis"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.CheckRoles([]string{"pg"}); err == nil || !strings.Contains(err.Error(), `h.yaml:14: place: no role "redis" in this run`) {
-		t.Fatalf("got %v", err)
-	}
-}
