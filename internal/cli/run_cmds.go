@@ -296,6 +296,10 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		},
 		Env: envJSON, Version: version.String(), Resume: runid.ID(f.resume), Progress: disp,
 		Host: func(env platform.Env) (platform.Platform, error) {
+			if opener.Hosts != nil {
+				// Roles beside the driver run on the first driver host.
+				return opener.Beside(env)
+			}
 			return native.Beside("host", env, a.dir)
 		},
 		NoWait: f.noWait, Notes: notes, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,

@@ -292,3 +292,15 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 	}
 	return nil, fmt.Errorf("unknown platform kind %q (known: %s)", sp.Base, strings.Join(platform.BuiltinNames(), ", "))
 }
+
+// Beside is the platform of the roles that run beside the driver (a
+// topology's OnHost roles) when the run has hosts over SSH: native on the
+// first driver host, reached by the servers at its address.
+func (o *Opener) Beside(env platform.Env) (platform.Platform, error) {
+	d := o.Hosts.Conn(o.Hosts.File.Drivers()[0].Name)
+	var suts []remote.Agent
+	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+		suts = append(suts, o.Hosts.Conn(h.Name))
+	}
+	return remote.New("host", func(string) remote.Agent { return d }, append(suts, d), env, platform.Options{})
+}

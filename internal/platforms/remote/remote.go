@@ -132,8 +132,14 @@ func (p on) freePorts(ctx context.Context, n int) ([]int, error) {
 
 // start starts spec on p's host with the given ports, confined to cpuset.
 func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string) (*server, error) {
-	if len(spec.Volumes) > 0 {
-		return nil, fmt.Errorf("server %s: volumes are not copied to remote hosts yet", spec.Name)
+	var own []string
+	for _, v := range spec.Volumes {
+		if err := p.copyVolume(ctx, v.HostPath); err != nil {
+			return nil, err
+		}
+		if v.Own {
+			own = append(own, v.HostPath)
+		}
 	}
 	addr := p.host.Addr().String()
 	// Named as state.TempDir names local ones, so that `nearnative cleanup
@@ -145,7 +151,7 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 	}
 	l := platform.Listen{Host: addr, Ports: ports, Dir: dir, From: from}
 	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: cpuset,
-		Env: map[string]string{runid.EnvVar: string(p.env.Run)}}
+		Env: map[string]string{runid.EnvVar: string(p.env.Run)}, Own: own}
 	for k, v := range spec.Env {
 		proc.Env[k] = v
 	}
@@ -158,6 +164,30 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 		return nil, p.hostErr("starting "+spec.Name, err)
 	}
 	return &server{p: p, pid: pid, dir: dir, addr: addr, ports: ports, argv: proc.Argv}, nil
+}
+
+// copyVolume makes the host see the tree hostPath of this machine at the
+// same path, as a native server does: the tree goes over in a tar stream
+// to a fresh name beside it and replaces what is there only when the
+// contents differ (hosts sharing this machine's file system, the test
+// bed's, already hold it; a host with a stale copy gets the new one).
+func (p on) copyVolume(ctx context.Context, hostPath string) error {
+	tmp := hostPath + ".nn-put-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := p.host.Agent().Put(ctx, hostPath, tmp); err != nil {
+		return p.hostErr("copying "+hostPath, err)
+	}
+	// The same tree (by file names and contents) at both paths: drop the
+	// copy; else put it in place.
+	script := `sum() { test -d "$1" || { echo none; return; }; (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum); }
+if [ "$(sum "$1")" = "$(sum "$2")" ]; then rm -rf -- "$2"; else rm -rf -- "$1" && mv -- "$2" "$1"; fi`
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", script, "sh", hostPath, tmp}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("putting "+hostPath+" in place", err)
+	}
+	return nil
 }
 
 func (p on) removeDir(ctx context.Context, dir string) error {
