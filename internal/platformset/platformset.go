@@ -302,5 +302,9 @@ func (o *Opener) Beside(env platform.Env) (platform.Platform, error) {
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
 		suts = append(suts, o.Hosts.Conn(h.Name))
 	}
-	return remote.New("host", func(string) remote.Agent { return d }, append(suts, d), env, platform.Options{})
+	p, err := remote.New("host", func(string) remote.Agent { return d }, append(suts, d), env, platform.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return p.BesideDriver(), nil
 }

@@ -56,6 +56,16 @@ type Platform struct {
 	// peers are the addresses of every sut host: servers of a topology
 	// placed on several hosts accept each other's connections.
 	peers []netip.Addr
+	// kind says what the hosts are, for the record: "sut host", or
+	// "driver host" for the roles beside the driver.
+	kind string
+}
+
+// BesideDriver marks p as the platform of the roles beside the driver
+// (they run on a driver host), for the record.
+func (pl *Platform) BesideDriver() *Platform {
+	pl.kind = "driver host"
+	return pl
 }
 
 // New returns the platform name whose servers run on place(spec name).
@@ -63,7 +73,7 @@ func New(name string, place func(role string) Agent, suts []Agent, env platform.
 	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
 		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
 	}
-	p := &Platform{name: name, place: place, env: env, opt: opt}
+	p := &Platform{name: name, place: place, env: env, opt: opt, kind: "sut host"}
 	for _, h := range suts {
 		p.peers = append(p.peers, h.Addr())
 	}
@@ -223,7 +233,7 @@ func (s *server) Describe() string {
 	for name, port := range s.ports {
 		ps = append(ps, name+" "+net.JoinHostPort(s.addr, strconv.Itoa(port)))
 	}
-	return fmt.Sprintf("process %d on sut host %s, listening on %s", s.pid, s.p.host.Name(), strings.Join(ps, ", "))
+	return fmt.Sprintf("process %d on %s %s, listening on %s", s.pid, s.p.kind, s.p.host.Name(), strings.Join(ps, ", "))
 }
 
 // Stop stops the process (its whole process group) and removes its
@@ -251,5 +261,5 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string {
-	return "the server's processes on sut host " + s.p.host.Name() + " (its agent, /proc)"
+	return "the server's processes on " + s.p.kind + " " + s.p.host.Name() + " (its agent, /proc)"
 }

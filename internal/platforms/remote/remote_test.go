@@ -91,6 +91,7 @@ func TestNativeOnSUTHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Stop(context.Background()) }) // a second Stop is no error
 	addr := srv.Addr("redis")
 	host, port, _ := net.SplitHostPort(addr)
 	if host != sut.Host.Address {

@@ -101,8 +101,8 @@ func (s *site) Places() []deploy.Place {
 				break
 			}
 		}
-		out = append(out, deploy.Place{Name: n, Kind: "sut host", CPUs: s.p.opt.CPUSet, Servers: s.started[n],
-			Detail: "processes of nearnative's agent on sut host " + n + ", listening on " + addr + " with ports of their own"})
+		out = append(out, deploy.Place{Name: n, Kind: s.p.kind, CPUs: s.p.opt.CPUSet, Servers: s.started[n],
+			Detail: "processes of nearnative's agent on " + s.p.kind + " " + n + ", listening on " + addr + " with ports of their own"})
 	}
 	return out
 }
