@@ -223,6 +223,15 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 			}
 		}
 		st.Platforms = kept
+		// The quick block names only platforms the stored study has, or
+		// the stored study does not parse back.
+		var quick []string
+		for _, name := range st.Quick.Platforms {
+			if _, ok := plats[name]; ok {
+				quick = append(quick, name)
+			}
+		}
+		st.Quick.Platforms = quick
 		if cfg.Resume == "" {
 			if r.Spec, err = st.YAML(); err != nil {
 				return out, err
