@@ -184,8 +184,11 @@ func (a *app) cleanupHosts(ctx context.Context, path string, args []string, forc
 		if err != nil {
 			failed = append(failed, fmt.Errorf("host %s: %w", c.Host.Name, err))
 		}
+	}
+	// Binaries go after every host's cleanup: hosts may share a file
+	// system (the test bed's), and the running agents keep their inodes.
+	for _, c := range conns {
 		if removeBinary {
-			// The running agent keeps its inode; the next run pushes again.
 			if _, err := c.Output(ctx, "rm -f "+c.Self(), nil); err != nil {
 				failed = append(failed, fmt.Errorf("host %s: removing %s: %w", c.Host.Name, c.Self(), err))
 			} else {
