@@ -11,6 +11,10 @@
 #                     on a quiet machine)
 #   sudo make cluster setup, then the local one-node Kubernetes cluster for the
 #                     k8s platforms (the first time builds Kubernetes: ~15 min)
+#   sudo make testbed setup, then three hosts over SSH on this machine (network
+#                     namespaces, an sshd each) and testbed/hosts.yaml for
+#                     `nearnative run redis --quick --hosts testbed/hosts.yaml`
+#   sudo make testbed-down  takes them down
 
 SHELL   := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
@@ -20,7 +24,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/version.Commit=$(COMMIT)
 
-.PHONY: build setup quick test test-vm-docker unit bench bench-sim bench-machine vet clean cluster cluster-down test-cluster-down drill
+.PHONY: build setup quick test test-vm-docker unit bench bench-sim bench-machine vet clean cluster cluster-down test-cluster-down drill testbed testbed-down
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/nearnative ./cmd/nearnative
@@ -44,6 +48,14 @@ cluster-down:
 # cluster must be down before (the test will not take down one in use).
 test-cluster-down:
 	NEARNATIVE_CLUSTER_UPDOWN=1 $(GO) test -count=1 -v -run TestUpDownLeavesNothing ./internal/cluster/
+
+# The test bed: hosts made of network namespaces on one private bridge, each
+# with its own sshd, and testbed/hosts.yaml naming them (docs/hosts.md).
+testbed: setup
+	nearnative testbed up --dir testbed
+
+testbed-down:
+	nearnative testbed down --dir testbed
 
 quick: setup
 	nearnative run redis --quick

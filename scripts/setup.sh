@@ -37,6 +37,9 @@ PACKAGES=(
   iproute2 iptables bridge-utils openvswitch-switch
   # capturing a client host's link when a latency needs explaining (BENCH.md)
   tcpdump
+  # the test bed's hosts (`nearnative testbed up`): an sshd per network
+  # namespace, started by nearnative with its own config, not as a service
+  openssh-server
   # the local Kubernetes node (`nearnative cluster up`, not run by setup): a
   # private containerd with CRI, the CNI plugins, nft to remove empty tables
   containerd runc containernetworking-plugins nftables

@@ -64,12 +64,27 @@ func TestCommandExitCodes(t *testing.T) {
 	if err := os.WriteFile(badStudy, []byte("name: bad\nrounds: 3\nplatforms: [native]\nworkloads:\n  - workload: redis\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Hosts files: a role placed on a host that does not exist, and an
+	// unknown key; both refused before anything connects or is stored.
+	hosts := "hosts:\n  - name: sut1\n    address: 192.0.2.1\n    user: root\n    agent: true\n    roles: [sut]\n" +
+		"  - name: client1\n    address: 192.0.2.2\n    user: root\n    agent: true\n    roles: [driver]\n"
+	badPlace := filepath.Join(dir, "place.yaml")
+	if err := os.WriteFile(badPlace, []byte(hosts+"place: {redis: sut9}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(dir, "key.yaml")
+	if err := os.WriteFile(badKey, []byte(strings.Replace(hosts, "    roles: [sut]", "    role: [sut]", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
 		want int
 		msg  string // in the error
 	}{
+		{"role placed on a missing host", []string{"run", "redis", "--hosts", badPlace}, ExitBadInput, `place.yaml:12: place: redis on "sut9": no such host (hosts: sut1, client1)`},
+		{"hosts file with an unknown key", []string{"doctor", "--hosts", badKey}, ExitBadInput, `key.yaml:6: unknown key "role" in hosts[0]`},
+		{"cleanup with a bad hosts file", []string{"cleanup", "--hosts", badKey}, ExitBadInput, `key.yaml:6: unknown key "role"`},
 		{"unknown command", []string{"rn", "redis"}, ExitBadInput, `unknown command "rn"`},
 		{"unknown flag", []string{"runs", "--fast"}, ExitBadInput, "unknown flag"},
 		{"too many arguments", []string{"show", "a", "b"}, ExitBadInput, "accepts 1 arg"},

@@ -223,8 +223,8 @@ reports every platform relative to native with a 95% confidence interval.`,
 	root.AddCommand(
 		a.versionCmd(), a.doctorCmd(), a.platformsCmd(), a.imageCmd(), a.cleanupCmd(),
 		a.runCmd(), a.runsCmd(), a.showCmd(), a.studiesCmd(), a.workloadsCmd(),
-		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(),
-		a.clusterCmd(),
+		a.reportCmd(), a.compareCmd(), a.exportCmd(), a.seriesCmd(), a.driverChildCmd(), a.agentCmd(),
+		a.clusterCmd(), a.testbedCmd(),
 	)
 	// cobra adds help and completion when it executes; added now, they are
 	// found below and get examples like every other command.

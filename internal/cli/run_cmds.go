@@ -49,6 +49,7 @@ type runFlags struct {
 	quiet, verbose  bool
 	noReap          bool
 	storeRetry      time.Duration
+	hosts           string
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -113,6 +114,7 @@ nothing (-q); the table goes to standard output, or to standard error when
 	fl.BoolVar(&f.noWait, "no-wait", false, "exit (code 3) instead of waiting when another run is measuring on this machine")
 	fl.StringVar(&f.client, "client", "", "where the load runs: netns (a network namespace of its own, over a veth; the default) or host (this machine, over loopback)")
 	fl.DurationVar(&f.storeRetry, "store-retry", store.DefaultWritePolicy.Total, fmt.Sprintf("how long a failing write to the result database is retried (each attempt at most %v) before the run stops and keeps the trial in a file that --resume stores", store.DefaultWritePolicy.Attempt))
+	fl.StringVar(&f.hosts, "hosts", "", "hosts `FILE` (YAML): run the servers on its sut hosts and the load on its driver hosts, over SSH (see docs/hosts.md); overrides the study's hosts:")
 	fl.BoolVar(&f.noReap, "no-reap", false, "leave what crashed runs left on the machine (by default the run removes it before its first trial; trials may be disturbed)")
 	c.RegisterFlagCompletionFunc("platforms", a.completePlatforms)
 	c.RegisterFlagCompletionFunc("workloads", a.completeWorkloads)
@@ -188,9 +190,29 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		return err
 	}
 	opener := &catalog.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting()}
+	hostNotes, closeHosts, err := a.openHosts(ctx, f, cfg.Planned.Study, opener)
+	if err != nil {
+		return err
+	}
+	defer closeHosts() // stops every host's agent, and what it still runs
+	if opener.Hosts != nil {
+		cfg.Host = func(env platform.Env) (workload.HostPlatform, error) {
+			// Roles beside the driver run on the first driver host.
+			p, err := opener.Beside(env)
+			if err != nil {
+				return nil, err
+			}
+			hp, ok := p.(workload.HostPlatform)
+			if !ok {
+				return nil, fmt.Errorf("the platform beside the driver (%s) cannot run jobs and topologies", p.Name())
+			}
+			return hp, nil
+		}
+	}
 	if cfg.Image, cfg.Env, cfg.Notes, err = a.runEnvironment(ctx, cfg.Planned.Study, f, opener); err != nil {
 		return err
 	}
+	cfg.Notes = append(hostNotes, cfg.Notes...)
 	cfg.Platforms = func(ctx context.Context, env platform.Env, ps []study.Platform) (engine.Opened, error) {
 		m, closeAll, err := opener.Open(ctx, env, ps)
 		return engine.Opened{Platforms: m, Close: closeAll, Skipped: opener.Skipped, Clients: opener.Clients}, err
@@ -272,6 +294,9 @@ func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, o
 		// VMs are built from the container image too.
 		needsImage = needsImage || p.Base != platform.Native
 	}
+	if opener.Hosts != nil {
+		needsImage = false // only native runs on remote hosts yet
+	}
 	imageRef := ""
 	var envDocker map[string]string
 	if needsImage {
@@ -307,6 +332,28 @@ func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, o
 		}
 	}
 	return imageRef, envJSON, notes, nil
+}
+
+// openHosts connects to the hosts file's machines (--hosts, else the
+// study's hosts:) and gives opener their set; without one it does nothing.
+// Only native runs on remote hosts yet, so a study's other platforms are
+// skipped with the reason unless --platforms names them. The returned
+// function stops every host's agent and what it still runs.
+func (a *app) openHosts(ctx context.Context, f runFlags, st *study.Study, opener *catalog.Opener) ([]store.RunNote, func(), error) {
+	path := f.hosts
+	if path == "" {
+		path = st.HostsPath()
+	}
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	set, notes, err := a.connectHosts(ctx, path, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	opener.Hosts = set
+	opener.SkipUnavailable = opener.SkipUnavailable || f.platforms == ""
+	return notes, func() { set.Close() }, nil
 }
 
 // afterRun shows the stored run's table and turns the engine's error into

@@ -22,6 +22,7 @@ import (
 
 func (a *app) doctorCmd() *cobra.Command {
 	var o doctor.Options
+	var hostsFile string
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run the built-in studies, and say how to fix what is missing",
@@ -31,9 +32,13 @@ the CPUs and memory, and which acceleration a QEMU guest gets (it boots one:
 seconds with KVM, up to a minute without). Each failed check carries the command
 that fixes it; the exit code is 3 when a built-in study cannot run.`,
 		Example: `  nearnative doctor
-  nearnative doctor --skip-vm`,
+  nearnative doctor --skip-vm
+  nearnative doctor --hosts testbed/hosts.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if hostsFile != "" {
+				return a.doctorHosts(c.Context(), hostsFile)
+			}
 			// Its QEMU boot probe would disturb a run measuring now.
 			release, err := a.holdMachine(c.Context(), "doctor")
 			if err != nil {
@@ -56,6 +61,7 @@ that fixes it; the exit code is 3 when a built-in study cannot run.`,
 	}
 	c.Flags().StringVar(&o.Image, "image", "", "use this workload image instead of the locally built one")
 	c.Flags().BoolVar(&o.SkipVM, "skip-vm", false, "skip the QEMU boot probe")
+	c.Flags().StringVar(&hostsFile, "hosts", "", "check the hosts of this hosts `FILE` instead of this machine: SSH and host keys, tools and their versions across hosts, clock offset, free disk, CPU accounting")
 	return c
 }
 
@@ -156,7 +162,8 @@ func (a *app) imageCmd() *cobra.Command {
 }
 
 func (a *app) cleanupCmd() *cobra.Command {
-	var force, orphans bool
+	var force, orphans, removeBinary bool
+	var hostsFile string
 	c := &cobra.Command{
 		Use:   "cleanup [RUN]",
 		Short: "Remove what crashed runs left behind: containers, networks, processes, cgroups, temp dirs",
@@ -171,11 +178,22 @@ are listed and left; name one, or pass --orphans, to remove them. Labels and
 names that are not run IDs are reported and never used.`,
 		Example: `  nearnative cleanup
   nearnative cleanup 20261126-091200-ab12
-  nearnative cleanup --orphans`,
+  nearnative cleanup --orphans
+  nearnative cleanup --hosts testbed/hosts.yaml 20261126-091200-ab12`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: a.completeRuns(1, false), // a full ID: cleanup takes no "last"
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
+			if hostsFile != "" {
+				if len(args) == 1 {
+					if _, err := runid.Parse(args[0]); err != nil {
+						return withCode(ExitBadInput, err)
+					}
+				}
+				if err := a.cleanupHosts(ctx, hostsFile, args, force, orphans, removeBinary); err != nil {
+					return err
+				}
+			}
 			var o cleanup.Options
 			o.Force, o.Orphans = force, orphans
 			if len(args) == 1 {
@@ -215,5 +233,7 @@ names that are not run IDs are reported and never used.`,
 	}
 	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them (without RUN: every run found)")
 	c.Flags().BoolVar(&orphans, "orphans", false, "without RUN, also clean the runs nothing here tells about (see above): only when none of them runs")
+	c.Flags().StringVar(&hostsFile, "hosts", "", "also clean every host of this hosts `FILE` (nearnative cleanup runs there with the same arguments), then this machine")
+	c.Flags().BoolVar(&removeBinary, "remove-binary", false, "with --hosts, also remove the nearnative binary pushed to each host")
 	return c
 }

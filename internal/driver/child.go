@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -57,6 +58,9 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 	}
 	t0 := time.Now().Add(childStartDelay)
 	n := c.Drivers
+	if r, ok := c.Client.(host.Remote); ok {
+		return runRemoteChildren(ctx, c, r.Drivers(), t0)
+	}
 	results := make([]*Result, n)
 	errs := make([]error, n)
 	cmds := make([]string, n)

@@ -321,6 +321,15 @@ func keepOpened(r *store.Run, st *study.Study, plats map[string]platform.Platfor
 		}
 	}
 	st.Platforms = kept
+	// The quick block names only platforms the stored study has, or the
+	// stored study does not parse back.
+	var quick []string
+	for _, name := range st.Quick.Platforms {
+		if _, ok := plats[name]; ok {
+			quick = append(quick, name)
+		}
+	}
+	st.Quick.Platforms = quick
 	if !isNew {
 		return nil
 	}

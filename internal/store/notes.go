@@ -10,7 +10,7 @@ import (
 // AddRunNote implements Store.
 func (s *sqlStore) AddRunNote(ctx context.Context, id runid.ID, n RunNote) error {
 	switch n.Kind {
-	case NoteDegraded, NoteSkipped, NoteWarning, NoteClient:
+	case NoteDegraded, NoteSkipped, NoteWarning, NoteClient, NoteHosts:
 	default:
 		return fmt.Errorf("cannot store note of run %s: unknown kind %q", id, n.Kind)
 	}

@@ -83,6 +83,10 @@ const (
 	// 1500"). A run without one ran its load on this machine over
 	// loopback (every run stored before client hosts existed).
 	NoteClient = "client"
+	// NoteHosts says what the run's hosts over SSH were: where each role
+	// ran, each host's clock offset, and whether they were a test bed
+	// sharing this machine's cores.
+	NoteHosts = "hosts"
 )
 
 // RunNote is something about a run as a whole that its tables must say: a

@@ -15,7 +15,7 @@ import (
 
 // Keys accepted in each part of a study file, in documentation order.
 var (
-	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "min_pairs", "outside_cpu_max", "client", "client_mtu", "client_subnet", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
+	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "min_pairs", "outside_cpu_max", "client", "client_mtu", "client_subnet", "hosts", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
 	platformKeys = []string{"name", "base", "options"}
 	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory", "pin"}
 	workloadKeys = []string{"workload", "name", "params"}
@@ -101,6 +101,8 @@ func (d *decoder) studyField(s *Study, key string, k, v *yaml.Node) error {
 		s.ClientMTU, err = d.integer(key, k, v)
 	case "client_subnet":
 		s.ClientSubnet, err = d.str(key, k, v)
+	case "hosts":
+		s.Hosts, err = d.str(key, k, v)
 	case "until_ci":
 		s.UntilCI, err = d.number(key, k, v)
 	case "until_ci_metrics":

@@ -43,6 +43,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -169,6 +170,10 @@ type Study struct {
 	// ClientSubnet its subnet ("": a free /30 of host.Pool).
 	ClientMTU    int
 	ClientSubnet string
+	// Hosts is the hosts file (package hostfile) whose machines run the
+	// study over SSH, as its author wrote it ("": this machine only); see
+	// HostsPath.
+	Hosts string
 	// UntilCI, when > 0, asks for rounds to be added until every ratio's 95%
 	// confidence-interval half-width is at most this many percent, capped by
 	// MaxRounds and MaxTime.
@@ -438,4 +443,13 @@ func builtinNames() ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// HostsPath is the study's hosts file, relative to the study file's
+// directory when the study came from a file; "" when it names none.
+func (s *Study) HostsPath() string {
+	if s.Hosts == "" || filepath.IsAbs(s.Hosts) || s.Source == "" || !strings.ContainsAny(s.Source, `/\`) {
+		return s.Hosts
+	}
+	return filepath.Join(filepath.Dir(s.Source), s.Hosts)
 }

@@ -250,7 +250,7 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown top-level key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nfoo: 2\ntrial") },
-			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
+			`t.yaml:6: unknown key "foo" in study (known: name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, hosts, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick)`},
 		{"unknown platform key", func(t *testing.T) string { return edit(t, "base: native,", "base: native, foo: 1,") },
 			`t.yaml:15: unknown key "foo" in platforms[2] (known: name, base, options)`},
 		{"unknown option", func(t *testing.T) string { return edit(t, "cpus: 0.8", "cpu: 0.8") },
@@ -400,7 +400,7 @@ func TestParseErrors(t *testing.T) {
 		{"list item in a mapping", func(t *testing.T) string { return "name: t\n- native\n" },
 			`t.yaml:2: invalid YAML: did not find expected key`},
 		{"not a mapping", func(t *testing.T) string { return "- native\n- docker-nat\n" },
-			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
+			`t.yaml:1: want a mapping with keys name, description, baseline, rounds, warmup, trial, order, seed, min_pairs, outside_cpu_max, client, client_mtu, client_subnet, hosts, until_ci, until_ci_metrics, max_rounds, max_time, platforms, workloads, quick, got a list`},
 		{"empty", func(t *testing.T) string { return "# nothing\n" },
 			`t.yaml:1: the study file is empty`},
 		{"two documents", func(t *testing.T) string { return base + "---\nname: u\n" },

@@ -42,6 +42,9 @@ func (s *Study) YAML() ([]byte, error) {
 	if s.ClientSubnet != "" {
 		add("client_subnet", str(s.ClientSubnet))
 	}
+	if s.Hosts != "" {
+		add("hosts", str(s.Hosts))
+	}
 	add("until_ci", plain(formatFloat(s.UntilCI)))
 	if len(s.UntilCIMetrics) > 0 {
 		ms := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}

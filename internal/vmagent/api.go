@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -69,6 +70,8 @@ type Proc struct {
 	// Own lists directories given to User before the process starts
 	// (data directories copied in or mounted).
 	Own []string `json:"own,omitempty"`
+	// Stdin is the standard input of a job or process (none when nil).
+	Stdin []byte `json:"stdin,omitempty"`
 }
 
 // Sched is the answer to /sched: how often the threads of a process have
@@ -96,7 +99,9 @@ type JobResult struct {
 	Stderr   []byte        `json:"stderr"`
 	ExitCode int           `json:"exit_code"`
 	Wall     time.Duration `json:"wall_ns"`
-	Error    string        `json:"error,omitempty"`
+	// CPU is the job's user+system time, its reaped children's included.
+	CPU   time.Duration `json:"cpu_ns,omitempty"`
+	Error string        `json:"error,omitempty"`
 }
 
 // StopRequest asks the agent to stop a started process.
@@ -125,6 +130,15 @@ type Client struct {
 // NewClient returns a client for the agent at host.
 func NewClient(host, token string) *Client {
 	return NewClientAddr(host+":"+strconv.Itoa(Port), token)
+}
+
+// NewClientDial returns a client for the agent at host:port reached
+// through dial: the agent of a remote host, reached over a channel of an SSH
+// connection rather than a port open to the network. The API and the client
+// are those of a guest's agent; only the transport differs.
+func NewClientDial(addr, token string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
+	return &Client{Base: "http://" + addr, Token: token,
+		HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: dial}}}
 }
 
 // NewClientAddr returns a client for the agent at host:port.

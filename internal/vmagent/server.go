@@ -29,6 +29,10 @@ type agent struct {
 	logDir string
 	mu     sync.Mutex
 	procs  map[int]*proc
+	// jobs are the process groups of the /run jobs running now: killed
+	// with the started processes when the agent stops (a remote host's
+	// agent whose SSH session ended).
+	jobs map[int]bool
 }
 
 type proc struct {
@@ -56,7 +60,7 @@ func serve(params map[string]string) error {
 }
 
 func newAgent(token string) *agent {
-	return &agent{token: token, procs: map[int]*proc{}, logDir: LogDir}
+	return &agent{token: token, procs: map[int]*proc{}, jobs: map[int]bool{}, logDir: LogDir}
 }
 
 // handler serves the API; poweroff is called (after the answer is sent)
@@ -71,6 +75,7 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/status", a.auth(a.status))
 	mux.HandleFunc("/put", a.auth(a.put))
 	mux.HandleFunc("/sched", a.auth(a.sched))
+	mux.HandleFunc("/time", a.auth(clock))
 	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
 		go func() {
 			time.Sleep(100 * time.Millisecond)
@@ -152,6 +157,9 @@ func prepare(p Proc) (*exec.Cmd, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(p.Stdin)
+	}
 	if p.User != "" {
 		u, err := user.Lookup(p.User)
 		if err != nil {
@@ -263,6 +271,9 @@ func (a *agent) killAll() {
 		pr.terminate(3 * time.Second)
 		delete(a.procs, pid)
 	}
+	for pgid := range a.jobs {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 func (a *agent) run(r *http.Request) (any, error) {
@@ -280,6 +291,14 @@ func (a *agent) run(r *http.Request) (any, error) {
 	if err := startTracked(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
+	a.mu.Lock()
+	a.jobs[cmd.Process.Pid] = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.jobs, cmd.Process.Pid)
+		a.mu.Unlock()
+	}()
 	done := make(chan error, 1)
 	go func() {
 		err := cmd.Wait()
@@ -298,6 +317,7 @@ func (a *agent) run(r *http.Request) (any, error) {
 	res.Wall = time.Since(start)
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	res.ExitCode = cmd.ProcessState.ExitCode()
+	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		res.Error = err.Error()

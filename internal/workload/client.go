@@ -89,6 +89,9 @@ func RunClientLines(ctx context.Context, t Trial, name string, argv []string, on
 // its own; ClientRun.Argv is the tool's own argv.
 func RunClientOn(ctx context.Context, h host.Host, run runid.ID, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
 	res := ClientRun{Argv: argv}
+	if r, ok := h.(host.Remote); ok {
+		return runRemoteClient(ctx, r, rawDir, name, argv, onLine)
+	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return res, fmt.Errorf("%s not found: install it with `make setup`: %w", argv[0], err)
 	}
@@ -183,4 +186,36 @@ func StartServer(ctx context.Context, t Trial, spec platform.Spec, res *Result) 
 		}
 	}
 	return srv, stop, nil
+}
+
+// runRemoteClient runs a load generator on the first driver host of r
+// through its agent: an external tool's output (redis-benchmark's
+// percentiles) cannot be merged exactly across hosts, so it runs on one;
+// nearnative's own driver spreads over all of them (package driver). A
+// dropped connection fails the run with the host's name.
+func runRemoteClient(ctx context.Context, r host.Remote, rawDir, name string, argv []string, onLine func(string)) (ClientRun, error) {
+	res := ClientRun{Argv: argv}
+	d := r.Drivers()[0]
+	job, err := d.RunJob(ctx, argv, nil)
+	if err != nil {
+		return res, err
+	}
+	res.Wall, res.CPU, res.ExitCode, res.Output = job.Wall, job.CPU, job.ExitCode, job.Stdout
+	if onLine != nil {
+		for _, l := range strings.Split(strings.TrimRight(string(job.Stdout), "\n"), "\n") {
+			onLine(l)
+		}
+	}
+	raw := fmt.Sprintf("# %s\n# client: %s\n# exit %d, wall %v, cpu %v\n%s", strings.Join(argv, " "), r.Describe(), res.ExitCode, res.Wall.Round(time.Millisecond), res.CPU.Round(time.Millisecond), job.Stdout)
+	if len(job.Stderr) > 0 {
+		raw += "# stderr:\n" + string(job.Stderr)
+	}
+	res.RawPath, res.RawNote = SaveRaw(rawDir, name, []byte(raw))
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if job.ExitCode != 0 {
+		return res, fmt.Errorf("%s on driver host %s failed: exit status %d%s", argv[0], d.Name(), job.ExitCode, SeeRaw(res.RawPath))
+	}
+	return res, nil
 }

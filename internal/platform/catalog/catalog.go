@@ -18,6 +18,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/host"
+	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platform/docker"
 	"github.com/nearnative/nearnative/internal/platform/k8s"
@@ -25,7 +26,9 @@ import (
 	"github.com/nearnative/nearnative/internal/platform/native"
 	"github.com/nearnative/nearnative/internal/platform/netns"
 	"github.com/nearnative/nearnative/internal/platform/podman"
+	"github.com/nearnative/nearnative/internal/platform/remote"
 	"github.com/nearnative/nearnative/internal/platform/vm"
+	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -117,6 +120,27 @@ type Opener struct {
 	// Clients maps each opened platform to its client host (nil: the
 	// platform's clients run inside it), filled by Open.
 	Clients map[string]host.Host
+	// Hosts, when set, are the machines of a hosts file, connected: the
+	// servers run on its sut hosts, the load on its driver hosts.
+	Hosts *sshhost.Set
+}
+
+// openRemote builds platform sp on the sut hosts of o.Hosts, its load
+// coming from the driver hosts; kinds not built for remote hosts yet are
+// refused as unavailable.
+func (o *Opener) openRemote(sp study.Platform, env platform.Env) (platform.Platform, host.Host, error) {
+	sut := o.Hosts.SUT("")
+	client := o.Hosts.Client(sut)
+	if err := remote.Refusal(sp.Base, sut.Host.Name); err != nil {
+		return nil, client, err
+	}
+	env.Client = client
+	var suts []remote.Agent
+	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+		suts = append(suts, o.Hosts.Conn(h.Name))
+	}
+	p, err := remote.New(sp.Name, func(role string) remote.Agent { return o.Hosts.SUT(role) }, suts, env, sp.Options)
+	return p, client, err
 }
 
 // ClientNeed says which client host a platform of kind base needs:
@@ -172,8 +196,14 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		var p platform.Platform
 		var err error
 		penv := env
-		penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
+		if o.Hosts != nil {
+			p, penv.Client, err = o.openRemote(sp, penv)
+		} else {
+			penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
+		}
 		switch {
+		case o.Hosts != nil:
+			// Built (or refused) on the hosts over SSH above.
 		case errors.Is(err, host.ErrSetting):
 			closeAll()
 			return nil, nil, err
@@ -262,4 +292,20 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 		return p, nil
 	}
 	return nil, fmt.Errorf("unknown platform kind %q (known: %s)", sp.Base, strings.Join(platform.BuiltinNames(), ", "))
+}
+
+// Beside is the platform of the roles that run beside the driver (a
+// topology's OnHost roles) when the run has hosts over SSH: native on the
+// first driver host, reached by the servers at its address.
+func (o *Opener) Beside(env platform.Env) (platform.Platform, error) {
+	d := o.Hosts.Conn(o.Hosts.File.Drivers()[0].Name)
+	var suts []remote.Agent
+	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+		suts = append(suts, o.Hosts.Conn(h.Name))
+	}
+	p, err := remote.New("host", func(string) remote.Agent { return d }, append(suts, d), env, platform.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return p.BesideDriver(), nil
 }

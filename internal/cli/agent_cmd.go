@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/sshhost"
+)
+
+// agentCmd is the hidden command nearnative runs on a remote host over
+// SSH (package sshhost): it reads the API token from the first line of its
+// stdin, serves the agent (the API VM guests serve) on 127.0.0.1, which the
+// run reaches through its SSH connection, and stops every process it
+// started when stdin ends (the session closed or the connection dropped).
+// With --free-ports it prints free ports on an address instead.
+func (a *app) agentCmd() *cobra.Command {
+	var freePorts int
+	var on string
+	c := &cobra.Command{
+		Use:    sshhost.AgentArg,
+		Short:  "Serve nearnative's agent on a remote host (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if freePorts > 0 {
+				ports, err := platform.FreePorts(on, freePorts)
+				if err != nil {
+					return err
+				}
+				var s []string
+				for _, p := range ports {
+					s = append(s, strconv.Itoa(p))
+				}
+				fmt.Fprintln(a.stdout, strings.Join(s, " "))
+				return nil
+			}
+			return sshhost.ServeAgent(c.Context(), os.Stdin)
+		},
+	}
+	c.Flags().IntVar(&freePorts, "free-ports", 0, "print this many free TCP ports on --on and exit")
+	c.Flags().StringVar(&on, "on", "127.0.0.1", "address for --free-ports")
+	return c
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nearnative/nearnative/internal/testbed"
+)
+
+// testbedCmd builds and removes hosts on this machine for trying runs over
+// SSH (package testbed).
+func (a *app) testbedCmd() *cobra.Command {
+	var dir string
+	var hosts int
+	defDir := filepath.Join(a.dir.Root, "testbed")
+	c := &cobra.Command{
+		Use:   "testbed",
+		Short: "Build or remove a test bed of hosts over SSH on this machine (network namespaces, an sshd each)",
+		Long: `testbed up makes 2 or 3 hosts out of network namespaces on one private bridge,
+each with an sshd of its own (its own host key and config, started by nearnative,
+not as a system service), a key pair, a known_hosts and a hosts file for
+--hosts. The first host is the sut, the others drivers. The hosts share this
+machine's cores and memory: their figures test correctness, not performance,
+and every table of a run on them says so. testbed down stops the sshds and
+removes the namespaces, links and bridge.`,
+		Example: `  nearnative testbed up --dir testbed
+  nearnative run redis --quick --hosts testbed/hosts.yaml
+  nearnative testbed down --dir testbed`,
+	}
+	c.PersistentFlags().StringVar(&dir, "dir", defDir, "`DIR` for the keys, known_hosts and hosts.yaml")
+	up := &cobra.Command{
+		Use:     "up",
+		Short:   "Build the test bed and write DIR/hosts.yaml",
+		Example: "  nearnative testbed up --dir testbed --hosts 3",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg := testbed.Config{Dir: dir, Tag: "tb", Hosts: hosts}
+			if err := cfg.Validate(); err != nil {
+				return withCode(ExitBadInput, err)
+			}
+			if err := testbed.Check(); err != nil {
+				return withCode(ExitUnavailable, err)
+			}
+			file, err := testbed.Up(c.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "test bed up: %d hosts on a private bridge; hosts file %s\n", hosts, file)
+			fmt.Fprintf(a.stdout, "try: nearnative run redis --quick --hosts %s\n", file)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&hosts, "hosts", 3, "number of hosts, 2 or 3 (one sut, the others drivers)")
+	down := &cobra.Command{
+		Use:     "down",
+		Short:   "Stop the test bed's sshds and remove its namespaces, links and bridge",
+		Example: "  nearnative testbed down --dir testbed",
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			if err := testbed.Down(c.Context(), testbed.Config{Dir: abs, Tag: "tb", Hosts: 3}); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, "test bed down")
+			return nil
+		},
+	}
+	c.AddCommand(up, down)
+	return c
+}

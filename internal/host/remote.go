@@ -1,0 +1,44 @@
+package host
+
+import (
+	"context"
+	"time"
+)
+
+// SSH is the kind of a client host on other machines, reached over SSH
+// and run by nearnative's agent there (package sshhost).
+const SSH Kind = "ssh"
+
+// Job is how a process run on a remote host ended.
+type Job struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+	Wall, CPU      time.Duration
+}
+
+// Runner runs processes on one remote machine through nearnative's agent
+// there: a driver host of a hosts file.
+type Runner interface {
+	// Name is the host's name in the hosts file.
+	Name() string
+	// Self is the path of the nearnative binary on that machine (for child
+	// driver processes).
+	Self() string
+	// ClockOffset is how far the machine's clock is ahead of this one's, as
+	// measured when the run connected: a start time handed to it is moved
+	// by it.
+	ClockOffset() time.Duration
+	// RunJob runs argv there with stdin to completion. An error names the
+	// host; a non-zero exit is not an error (Job.ExitCode says it).
+	RunJob(ctx context.Context, argv []string, stdin []byte) (Job, error)
+}
+
+// Remote is implemented by client hosts on other machines: external tools
+// and child driver processes cannot be exec'd here through Wrap, they run
+// on the driver hosts through their Runners; DialContext opens connections
+// from the first of them.
+type Remote interface {
+	Host
+	// Drivers are the driver hosts the load is spread over (at least one).
+	Drivers() []Runner
+}

@@ -1,0 +1,271 @@
+// Package remote is the native platform on a sut host of a hosts file:
+// each server is a process started by nearnative's agent on that machine
+// (reached over SSH, package sshhost), listening on the host's own address
+// from the hosts file (its private or test-bed link), never on a wildcard.
+// The load comes from the run's driver hosts (sshhost.ClientHost).
+//
+// Docker, VM and Kubernetes platforms on a remote sut are not built yet:
+// Refusal says so for each.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/vmagent"
+)
+
+// Agent is what the platform needs of a sut host: its agent and its name,
+// address and pushed binary (sshhost.Conn).
+type Agent interface {
+	Name() string
+	Self() string
+	Addr() netip.Addr
+	Agent() *vmagent.Client
+	// CPUs are the host's online CPUs.
+	CPUs() []int
+	// Dropped says why the host's connection dropped (nil while it
+	// stands).
+	Dropped() error
+}
+
+// Refusal is why platform kind base cannot run on a remote sut host yet,
+// or nil for native.
+func Refusal(base, host string) error {
+	if base == platform.Native {
+		return nil
+	}
+	return platform.Unavailablef("not built for remote hosts yet: only native runs on sut host %s (Docker there would be driven through its agent); run %s without --hosts", host, base)
+}
+
+// Platform is native on the remote sut hosts: each server on the host
+// its role is placed on.
+type Platform struct {
+	name  string
+	place func(role string) Agent
+	env   platform.Env
+	opt   platform.Options
+	// peers are the addresses of every sut host: servers of a topology
+	// placed on several hosts accept each other's connections.
+	peers []netip.Addr
+	// kind says what the hosts are, for the record: "sut host", or
+	// "driver host" for the roles beside the driver.
+	kind string
+}
+
+// BesideDriver marks p as the platform of the roles beside the driver
+// (they run on a driver host), for the record.
+func (pl *Platform) BesideDriver() *Platform {
+	pl.kind = "driver host"
+	return pl
+}
+
+// New returns the platform name whose servers run on place(spec name).
+func New(name string, place func(role string) Agent, suts []Agent, env platform.Env, opt platform.Options) (*Platform, error) {
+	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
+		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
+	}
+	p := &Platform{name: name, place: place, env: env, opt: opt, kind: "sut host"}
+	for _, h := range suts {
+		p.peers = append(p.peers, h.Addr())
+	}
+	return p, nil
+}
+
+// on is the platform as it runs one role: on its host.
+type on struct {
+	*Platform
+	host Agent
+}
+
+// Name implements platform.Platform.
+func (p *Platform) Name() string { return p.name }
+
+// hostErr names the host in an error.
+func (p on) hostErr(what string, err error) error {
+	if d := p.host.Dropped(); d != nil {
+		return fmt.Errorf("host %s dropped its SSH connection (%v): %s: %w", p.host.Name(), d, what, err)
+	}
+	return fmt.Errorf("host %s: %s: %w", p.host.Name(), what, err)
+}
+
+// Start implements platform.Platform: spec runs on the host its name is
+// placed on.
+func (pl *Platform) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	p := on{pl, pl.place(spec.Name)}
+	if !p.host.Addr().IsValid() {
+		return nil, fmt.Errorf("host %s: its address must be an IP address (servers listen on it alone)", p.host.Name())
+	}
+	free, err := p.freePorts(ctx, len(spec.Ports))
+	if err != nil {
+		return nil, err
+	}
+	ports := map[string]int{}
+	for i, name := range spec.Ports {
+		ports[name] = free[i]
+	}
+	return p.start(ctx, trial, spec, ports, pl.opt.CPUSet)
+}
+
+// freePorts asks the host's kernel for n free TCP ports on its address.
+func (p on) freePorts(ctx context.Context, n int) ([]int, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", p.host.Addr().String()}, Dir: "/"})
+	if err != nil {
+		return nil, p.hostErr("finding free ports", err)
+	}
+	f := strings.Fields(string(r.Stdout))
+	if r.ExitCode != 0 || len(f) != n {
+		return nil, p.hostErr("finding free ports", fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr))))
+	}
+	out := make([]int, n)
+	for i := range f {
+		if out[i], err = strconv.Atoi(f[i]); err != nil {
+			return nil, p.hostErr("finding free ports", err)
+		}
+	}
+	return out, nil
+}
+
+// start starts spec on p's host with the given ports, confined to cpuset.
+func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports map[string]int, cpuset string) (*server, error) {
+	var own []string
+	for _, v := range spec.Volumes {
+		if err := p.copyVolume(ctx, v.HostPath); err != nil {
+			return nil, err
+		}
+		if v.Own {
+			own = append(own, v.HostPath)
+		}
+	}
+	addr := p.host.Addr().String()
+	// Named as state.TempDir names local ones, so that `nearnative cleanup
+	// RUN` run there (cleanup --hosts) finds it.
+	dir := "/tmp/" + runid.Prefix + string(p.env.Run) + "-" + trial + "-" + spec.Name + "-remote"
+	from := platform.Nets(platform.Loopback, netip.PrefixFrom(p.host.Addr(), p.host.Addr().BitLen()), p.env.ClientHost().Subnet())
+	for _, peer := range p.peers {
+		from = platform.Nets(append(from, netip.PrefixFrom(peer, peer.BitLen()))...)
+	}
+	l := platform.Listen{Host: addr, Ports: ports, Dir: dir, From: from}
+	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: cpuset,
+		Env: map[string]string{runid.EnvVar: string(p.env.Run)}, Own: own}
+	for k, v := range spec.Env {
+		proc.Env[k] = v
+	}
+	for _, f := range spec.FilesFor(l) {
+		proc.Files = append(proc.Files, vmagent.File{Path: f.Path, Content: f.Content, Mode: f.Mode})
+	}
+	pid, err := p.host.Agent().Start(ctx, proc)
+	if err != nil {
+		p.removeDir(context.WithoutCancel(ctx), dir)
+		return nil, p.hostErr("starting "+spec.Name, err)
+	}
+	return &server{p: p, pid: pid, dir: dir, addr: addr, ports: ports, argv: proc.Argv}, nil
+}
+
+// copyVolume makes the host see the tree hostPath of this machine at the
+// same path, as a native server does: the tree goes over in a tar stream
+// to a fresh name beside it and replaces what is there only when the
+// contents differ (hosts sharing this machine's file system, the test
+// bed's, already hold it; a host with a stale copy gets the new one).
+func (p on) copyVolume(ctx context.Context, hostPath string) error {
+	tmp := hostPath + ".nn-put-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := p.host.Agent().Put(ctx, hostPath, tmp); err != nil {
+		return p.hostErr("copying "+hostPath, err)
+	}
+	// The same tree (by file names and contents) at both paths: drop the
+	// copy; else put it in place.
+	script := `sum() { test -d "$1" || { echo none; return; }; (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum); }
+if [ "$(sum "$1")" = "$(sum "$2")" ]; then rm -rf -- "$2"; else rm -rf -- "$1" && mv -- "$2" "$1"; fi`
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", script, "sh", hostPath, tmp}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("putting "+hostPath+" in place", err)
+	}
+	return nil
+}
+
+func (p on) removeDir(ctx context.Context, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "rm", Argv: []string{"rm", "-rf", "--", dir}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("removing "+dir, err)
+	}
+	return nil
+}
+
+type server struct {
+	p     on
+	pid   int
+	dir   string
+	addr  string
+	ports map[string]int
+	argv  []string
+}
+
+func (s *server) Addr(port string) string {
+	return net.JoinHostPort(s.addr, strconv.Itoa(s.ports[port]))
+}
+
+func (s *server) Command() []string { return s.argv }
+
+func (s *server) Describe() string {
+	var ps []string
+	for name, port := range s.ports {
+		ps = append(ps, name+" "+net.JoinHostPort(s.addr, strconv.Itoa(port)))
+	}
+	return fmt.Sprintf("process %d on %s %s, listening on %s", s.pid, s.p.kind, s.p.host.Name(), strings.Join(ps, ", "))
+}
+
+// Stop stops the process (its whole process group) and removes its
+// directory.
+func (s *server) Stop(ctx context.Context) error {
+	var errs []error
+	if _, err := s.p.host.Agent().Stop(ctx, s.pid, 5*time.Second); err != nil {
+		errs = append(errs, s.p.hostErr("stopping the server", err))
+	}
+	if err := s.p.removeDir(ctx, s.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CPUTime implements platform.CPUReporter: the server's processes on the
+// sut host, read by the agent from /proc.
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
+	d, err := s.p.host.Agent().CPUTime(ctx, s.pid)
+	if err != nil {
+		return 0, s.p.hostErr("reading the server's CPU time", err)
+	}
+	return d, nil
+}
+
+// CPUSource implements platform.CPUDescriber.
+func (s *server) CPUSource() string {
+	return "the server's processes on " + s.p.kind + " " + s.p.host.Name() + " (its agent, /proc)"
+}
+
+// The platform runs servers, jobs and topologies, as native does, so the
+// roles beside the driver can run on a driver host.
+var (
+	_ platform.JobRunner = (*Platform)(nil)
+)
