@@ -16,7 +16,7 @@ say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 # The dedicated unprivileged user rootless Podman runs as
-# (internal/platform/podman; NEARNATIVE_ROOTLESS_USER names another).
+# (internal/platforms/podman; NEARNATIVE_ROOTLESS_USER names another).
 ROOTLESS_USER=${NEARNATIVE_ROOTLESS_USER:-nearnative-rootless}
 
 host() {

@@ -22,7 +22,7 @@ import (
 	"github.com/nearnative/nearnative/apps/dvdstore/dvdstoretest"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/testenv"
 )

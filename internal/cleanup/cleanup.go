@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
-	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nearnative/nearnative/internal/platform/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/nearnative/nearnative/internal/platform/netns"
+	"github.com/nearnative/nearnative/internal/platforms/netns"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nearnative/nearnative/internal/catalog"
 	"github.com/nearnative/nearnative/internal/cluster"
-	"github.com/nearnative/nearnative/internal/platform/catalog"
-	"github.com/nearnative/nearnative/internal/platform/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
 )
 
 // applyKubeconfig makes --kubeconfig the KUBECONFIG every k8s platform and

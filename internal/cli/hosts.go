@@ -10,7 +10,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/hostfile"
-	"github.com/nearnative/nearnative/internal/platform/remote"
+	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"

@@ -6,11 +6,11 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/catalog"
 	"github.com/nearnative/nearnative/internal/cleanup"
-	"github.com/nearnative/nearnative/internal/platform/catalog"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/podman"
-	"github.com/nearnative/nearnative/internal/platform/vm"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/podman"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 )
 

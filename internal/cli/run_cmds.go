@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/catalog"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/catalog"
-	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"

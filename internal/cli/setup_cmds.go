@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nearnative/nearnative/internal/catalog"
 	"github.com/nearnative/nearnative/internal/cleanup"
 	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/catalog"
-	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
 )

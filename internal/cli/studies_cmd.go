@@ -14,11 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nearnative/nearnative/internal/catalog"
 	"github.com/nearnative/nearnative/internal/engine"
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/catalog"
-	"github.com/nearnative/nearnative/internal/platform/vm"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"

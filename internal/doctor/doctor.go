@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/image"
-	"github.com/nearnative/nearnative/internal/platform/docker"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/vmprobe"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/nearnative/nearnative/internal/cluster"
 	"github.com/nearnative/nearnative/internal/image"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/k8s"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/k8s"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )

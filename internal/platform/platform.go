@@ -1,16 +1,16 @@
 // Package platform defines where a server runs and how a client reaches it:
 // the Platform interface, its optional abilities (JobRunner, Checker, CPUReporter, ...),
 // the Spec a workload describes a server with once, and the names of the
-// built-in platforms. The implementations live beside it, under
-// internal/platform/:
+// built-in platforms. The implementations live in one tree beside it,
+// internal/platforms/:
 // native processes, Docker (several network paths and OCI runtimes),
 // Podman, LXC, QEMU VMs (with Docker inside them), the inter-container
 // networks of the icc study (netns) and Kubernetes pods (k8s). Every
 // platform starts a Spec and returns the address its client host
 // (Env.Client) should use; the multi-server contract (deploy.Backend,
-// deploy.Site) is in internal/platform/deploy, which needs the topology
+// deploy.Site) is in internal/platforms/deploy, which needs the topology
 // types (topology imports platform, so it cannot live in this package),
-// and internal/platform/catalog opens the built-in platforms by name.
+// and internal/catalog opens the built-in platforms by name.
 package platform
 
 import (

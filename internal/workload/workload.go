@@ -17,7 +17,7 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/placement"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/nearnative/nearnative/apps/olio"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/native"
+	"github.com/nearnative/nearnative/internal/platforms/native"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/docker"
-	"github.com/nearnative/nearnative/internal/platform/netns"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/platforms/netns"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/workload"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"

@@ -14,7 +14,7 @@ import (
 	"github.com/nearnative/nearnative/apps/dvdstore"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"

@@ -20,7 +20,7 @@ import (
 	"github.com/nearnative/nearnative/internal/datacache"
 	"github.com/nearnative/nearnative/internal/driver/respc"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"

@@ -30,7 +30,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/driver/respc"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/workload"

@@ -14,7 +14,7 @@ import (
 	"github.com/nearnative/nearnative/apps/olio"
 	"github.com/nearnative/nearnative/apps/olio/oliotest"
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/platform/deploy"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/testenv"
