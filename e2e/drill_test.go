@@ -469,6 +469,9 @@ func queueOnce(t *testing.T, e *env, study string) (order []int, places []string
 		a, b := places[order[k-1]], places[order[k]]
 		if rank[a] > rank[b] {
 			t.Errorf("measured out of turn: a run that said %q measured before one that said %q (places %v, order %v)", a, b, places, order)
+			for i, q := range qs {
+				t.Logf("run %d (%s), first trial at %s, stderr's first lines:\n%s", i+1, q.id, firsts[i].at.Format("15:04:05.000"), firstLines(q.stderr.String(), 8))
+			}
 		}
 	}
 	waited := 0
@@ -632,4 +635,13 @@ func tmpfs(t *testing.T, size string) string {
 		}
 	})
 	return mnt
+}
+
+// firstLines is the first n lines of s, for a failure's log.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
 }
