@@ -447,12 +447,14 @@ func queueOnce(t *testing.T, e *env, study string) (order []int, places []string
 		at time.Time
 	}
 	var firsts []started
+	var firstAt []time.Time // by run, for a failure's log
 	for i, q := range qs {
 		trials, err := st.Trials(context.Background(), q.id)
 		if err != nil || len(trials) == 0 {
 			t.Fatalf("run %d (%s): %d trials, %v", i+1, q.id, len(trials), err)
 		}
 		firsts = append(firsts, started{i, trials[0].Started})
+		firstAt = append(firstAt, trials[0].Started)
 		p := "did not wait"
 		if m := placeLine.FindStringSubmatch(q.stderr.String()); m != nil {
 			p = m[1]
@@ -470,7 +472,7 @@ func queueOnce(t *testing.T, e *env, study string) (order []int, places []string
 		if rank[a] > rank[b] {
 			t.Errorf("measured out of turn: a run that said %q measured before one that said %q (places %v, order %v)", a, b, places, order)
 			for i, q := range qs {
-				t.Logf("run %d (%s), first trial at %s, stderr's first lines:\n%s", i+1, q.id, firsts[i].at.Format("15:04:05.000"), firstLines(q.stderr.String(), 8))
+				t.Logf("run %d (%s), first trial at %s, stderr's first lines:\n%s", i+1, q.id, firstAt[i].Format("15:04:05.000"), firstLines(q.stderr.String(), 8))
 			}
 		}
 	}
