@@ -186,7 +186,12 @@ const busyShare = 0.25
 // estimate at load averages of 6 to 15) and the results are noisier.
 func busyLine(l Load) string {
 	cpus := max(l.CPUs, 1)
-	if l.Busy < busyShare && l.LoadAvg1 < busyShare*float64(cpus) {
+	// The sample says how busy the machine is now; the 1-minute load
+	// average, which decays slowly, only when it says more than one
+	// runnable task per CPU (work that comes and goes, a build that just
+	// paused): its tail after work that ended (0.92 on 2 idle CPUs, a
+	// minute after make test) is no reason to call a quiet machine busy.
+	if l.Busy < busyShare && l.LoadAvg1 < float64(cpus) {
 		return ""
 	}
 	return fmt.Sprintf("the machine is busy as the run starts: %.0f%% of its %d CPUs' time busy over %v before the first trial, load average %.2f: expect the run to take longer than the estimate (it assumes the machine to itself) and its results to be noisier; a quiet machine gives both the estimate and steadier figures",

@@ -18,6 +18,8 @@ func TestBusyLine(t *testing.T) {
 		{"a quarter busy now", Load{CPUs: 2, LoadAvg1: 0.2, Busy: 0.3, Sample: time.Second}, true},
 		{"a build that just ended", Load{CPUs: 2, LoadAvg1: 6.5, Busy: 0.04, Sample: time.Second}, true},
 		{"load below a quarter of many CPUs", Load{CPUs: 32, LoadAvg1: 7, Busy: 0.2, Sample: time.Second}, false},
+		{"the tail of work that ended", Load{CPUs: 2, LoadAvg1: 0.92, Busy: 0, Sample: time.Second}, false},
+		{"more runnable tasks than CPUs", Load{CPUs: 2, LoadAvg1: 2.4, Busy: 0.1, Sample: time.Second}, true},
 		{"no CPU count", Load{LoadAvg1: 0.1, Busy: 0.1}, false},
 	} {
 		line := busyLine(tc.l)
