@@ -430,3 +430,12 @@ func firstLine(b []byte) string {
 	}
 	return ""
 }
+
+// VersionText is the version the tool's binary printed, with its Debian
+// package's version when that is known: for a trial's notes.
+func (t Tool) VersionText() string {
+	if t.Version == "" {
+		return t.BinaryVersion
+	}
+	return t.BinaryVersion + " (Debian " + t.Package + " " + t.Version + ")"
+}

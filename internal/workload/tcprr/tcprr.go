@@ -369,12 +369,7 @@ func (in *Instance) versionNote(ctx context.Context, sum Summary) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.version == "" {
-		tool := sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "sockperf", Binary: "sockperf", Package: "sockperf", VersionArgs: []string{"--version"}})
-		v := tool.BinaryVersion
-		if tool.Version != "" {
-			v += " (Debian " + tool.Package + " " + tool.Version + ")"
-		}
-		in.version = v
+		in.version = sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "sockperf", Binary: "sockperf", Package: "sockperf", VersionArgs: []string{"--version"}}).VersionText()
 	}
 	v := in.version
 	if v == "" {

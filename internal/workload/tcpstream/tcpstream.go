@@ -232,12 +232,7 @@ func (in *Instance) versionNote(ctx context.Context, rep Report) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.version == "" {
-		tool := sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}})
-		v := tool.BinaryVersion
-		if tool.Version != "" {
-			v += " (Debian " + tool.Package + " " + tool.Version + ")"
-		}
-		in.version = v
+		in.version = sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}}).VersionText()
 	}
 	v := in.version
 	if v == "" {
