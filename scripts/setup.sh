@@ -68,6 +68,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${#missing[@]} package(s): ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts and enables sshd when openssh-server is installed: a
+  # server on every address of the machine that the test bed does not need
+  # (it starts its own sshd per namespace). When setup installed it, setup
+  # stops it again; a machine that already ran sshd keeps it.
+  if printf '%s\n' "${missing[@]}" | grep -qx openssh-server; then
+    SERVICES+=(ssh)
+  fi
 else
   say "all ${#PACKAGES[@]} packages installed"
 fi
