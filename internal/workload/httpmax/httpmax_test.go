@@ -69,8 +69,8 @@ func TestNewRejects(t *testing.T) {
 
 func TestPageAndConfig(t *testing.T) {
 	for _, n := range []int{1, 50, 4096, 100000} {
-		if got := len(page(n)); got != n {
-			t.Errorf("page(%d) has %d bytes", n, got)
+		if got := len(Page(n)); got != n {
+			t.Errorf("Page(%d) has %d bytes", n, got)
 		}
 	}
 	in, _ := newInstance(t, map[string]string{"nginx_workers": "2"}, false)
@@ -80,10 +80,15 @@ func TestPageAndConfig(t *testing.T) {
 	}
 	argv := spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"http": 8080}, Dir: "/nearnative"})
 	conf := argv[4]
-	for _, want := range []string{"worker_processes 2;", "listen 0.0.0.0:8080 reuseport", "root /nearnative/www;", "pid /nearnative/nginx.pid;", "access_log off;", "daemon off;"} {
+	for _, want := range []string{"worker_processes 2;", "listen 0.0.0.0:8080 reuseport", "root /nearnative/www;", "pid /nearnative/nginx.pid;", "access_log off;", "daemon off;", "tcp_nopush on;"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("config lacks %q:\n%s", want, conf)
 		}
+	}
+	// bench/plateau's control: the same configuration, nginx not corking.
+	off := NginxConf("auto", "/p", "10.0.0.1", 81, false)
+	if want := strings.Replace(NginxConf("auto", "/p", "10.0.0.1", 81, true), "tcp_nopush on;", "tcp_nopush off;", 1); off != want || strings.Contains(off, "%!") {
+		t.Errorf("NginxConf without nopush:\n%s\nwant:\n%s", off, want)
 	}
 	if argv[0] != "sh" || argv[5] != "/nearnative" || len(spec.Files) != 1 || len(spec.Files[0].Content) != 4096 {
 		t.Errorf("command %q, files %d", argv, len(spec.Files))
