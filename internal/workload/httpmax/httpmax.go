@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -625,8 +624,7 @@ func serverGone(ctx context.Context, r *driver.Result, url string, size int) err
 	if float64(conn) < 0.5*float64(r.Open.Due) {
 		return nil
 	}
-	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
-	if err := getOnce(ctx, c, url, size); err != nil {
+	if err := getOnce(ctx, url, size); err != nil {
 		return fmt.Errorf("%w (%d of %d requests could not connect; a fresh GET: %v)", errServerGone, conn, r.Open.Due, err)
 	}
 	return nil
@@ -635,8 +633,7 @@ func serverGone(ctx context.Context, r *driver.Result, url string, size int) err
 // cpuTimeError explains a failure to read the server's CPU time: most
 // likely the server is gone.
 func (in *Instance) cpuTimeError(ctx context.Context, url string, err error) error {
-	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
-	if gerr := getOnce(ctx, c, url, in.pageBytes); gerr != nil {
+	if gerr := getOnce(ctx, url, in.pageBytes); gerr != nil {
 		return fmt.Errorf("%w (its CPU time cannot be read: %v; a fresh GET: %v)", errServerGone, err, gerr)
 	}
 	return fmt.Errorf("reading the servers' CPU time: %w", err)

@@ -112,9 +112,8 @@ func WaitReady(ctx context.Context, url string, size int, timeout time.Duration)
 // waitReady GETs the page until nginx serves it whole: an open port is not
 // readiness (Docker's userland proxy accepts before the container listens).
 func waitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
-	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	err := ready.Loop{Timeout: timeout, Every: 50 * time.Millisecond}.Wait(ctx, func(ctx context.Context) error {
-		return getOnce(ctx, c, url, size)
+		return getOnce(ctx, url, size)
 	})
 	var te *ready.TimeoutError
 	if errors.As(err, &te) {
@@ -123,12 +122,19 @@ func waitReady(ctx context.Context, url string, size int, timeout time.Duration)
 	return err
 }
 
-func getOnce(ctx context.Context, c *http.Client, url string, size int) error {
+// probeClient is the client of one-off GETs from this machine (readiness,
+// checking on a server that stopped answering): a fresh connection each,
+// bounded to 2 s.
+var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+
+// getOnce GETs url once with probeClient and checks that the whole page
+// of size bytes came back.
+func getOnce(ctx context.Context, url string, size int) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := c.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return err
 	}
