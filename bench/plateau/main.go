@@ -41,6 +41,7 @@ import (
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/workload"
+	"github.com/nearnative/nearnative/internal/workload/httpmax"
 )
 
 func main() {
@@ -49,37 +50,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// nginxConf is http-max's (internal/workload/httpmax) with tcp_nopush a
-// flag.
-const nginxConf = `daemon off;
-master_process on;
-worker_processes auto;
-pid %[1]s/nginx.pid;
-error_log stderr warn;
-user root;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush %[4]s;
-    tcp_nodelay on;
-    keepalive_timeout 65s;
-    keepalive_requests 1000000;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    types { text/html html; }
-    default_type application/octet-stream;
-    server {
-        listen %[2]s:%[3]d reuseport backlog=4096;
-        root %[1]s/www;
-        location / { }
-    }
-}
-`
 
 func run() error {
 	rate := flag.Float64("rate", 1000, "requests per second, all connections together")
@@ -136,7 +106,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		stop, err := startNginx(id, filepath.Join(dir, target.dev), target.addr, ports[0], onoff, *page)
+		stop, err := startNginx(id, filepath.Join(dir, target.dev), target.addr, ports[0], *nopush, *page)
 		if err != nil {
 			return err
 		}
@@ -215,16 +185,18 @@ func pct(n, of int) float64 {
 	return 100 * float64(n) / float64(of)
 }
 
-// startNginx starts nginx on addr:port with the page; stop kills it.
-func startNginx(id runid.ID, dir, addr string, port int, nopush string, page int) (stop func(), err error) {
+// startNginx starts nginx with http-max's configuration (tcp_nopush as
+// nopush says) on addr:port, serving http-max's page of page bytes; stop
+// kills it.
+func startNginx(id runid.ID, dir, addr string, port int, nopush bool, page int) (stop func(), err error) {
 	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "www", "index.html"), []byte(strings.Repeat("x", page)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "www", "index.html"), httpmax.Page(page), 0o644); err != nil {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(nginxConf, dir, addr, port, nopush)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(httpmax.NginxConf("auto", dir, addr, port, nopush)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("nginx", "-p", dir, "-c", conf, "-e", "stderr")

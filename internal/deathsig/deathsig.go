@@ -16,6 +16,7 @@
 package deathsig
 
 import (
+	"context"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -55,6 +56,25 @@ func Start(cmd *exec.Cmd) (*Proc, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// Run starts cmd as Start does and waits for it; when ctx ends first it
+// kills cmd's process group (cmd must lead one: SysProcAttr.Setpgid), waits
+// for cmd and returns ctx.Err(). Otherwise it returns what cmd.Wait
+// returned. started is false when cmd could not start (err says why).
+func Run(ctx context.Context, cmd *exec.Cmd) (started bool, err error) {
+	p, err := Start(cmd)
+	if err != nil {
+		return false, err
+	}
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return true, ctx.Err()
+	}
 }
 
 // Done is closed when the child has exited and been waited for.

@@ -2,12 +2,16 @@ package deathsig
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,5 +119,54 @@ func TestStartError(t *testing.T) {
 	<-p.Done()
 	if p.Wait() == nil || p.Err() == nil {
 		t.Error("false exited without an error")
+	}
+}
+
+// TestRun: Run returns the command's own outcome, and when ctx ends first
+// it kills the command's whole process group, a background child included.
+func TestRun(t *testing.T) {
+	if started, err := Run(context.Background(), exec.Command("/nonexistent/binary")); started || err == nil {
+		t.Errorf("a missing binary: started %v, error %v", started, err)
+	}
+	var exit *exec.ExitError
+	if started, err := Run(context.Background(), exec.Command("false")); !started || !errors.As(err, &exit) {
+		t.Errorf("false: started %v, error %v, want its exit status", started, err)
+	}
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command("sh", "-c", `sleep 300 & echo $! > "$1"; wait`, "sh", pidFile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bg := make(chan int, 1)
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(pidFile)
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				bg <- pid
+				return
+			}
+		}
+		bg <- 0
+	}()
+	started, err := Run(ctx, cmd)
+	if !started || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: started %v, error %v, want context.Canceled", started, err)
+	}
+	child := <-bg
+	if child == 0 {
+		t.Fatal("the shell never wrote its background child's pid")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(child, 0) == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); len(b) > 0 && zombie(string(b)) {
+			break // killed; its new parent reaps it
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(child, syscall.SIGKILL)
+			t.Fatalf("background child %d still alive 5 s after Run returned", child)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Factory makes the simulated users of one driver process.
@@ -31,6 +32,22 @@ type Behaviour func(params map[string]string, dial DialFunc) (Factory, error)
 
 // DialFunc opens a connection as net.Dialer.DialContext does.
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// DialWithin returns dial bounded to timeout per connection attempt, as
+// net.Dialer.Timeout bounds its own; a nil dial is a net.Dialer from this
+// process's network namespace with that timeout and keep-alive probes every
+// 30 s. HTTP clients of the behaviours open their connections with it.
+func DialWithin(dial DialFunc, timeout time.Duration) DialFunc {
+	if dial == nil {
+		d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return dial(ctx, network, addr)
+	}
+}
 
 // DefaultDial opens connections from this process's own network namespace
 // (net.Dialer), as child driver processes do inside the client host.

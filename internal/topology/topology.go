@@ -731,6 +731,32 @@ func (p *Plan) HasOnHost() bool {
 	return false
 }
 
+// GroupCPUs is the CPU set of a group of servers run together (a
+// container's, on the Docker platforms; a shared cgroup's, natively) whose
+// members are confined to sets (one per member, "" for an unconfined one):
+// their union when every member is confined; otherwise "" (a member without
+// a set may use any CPU, and so may the group).
+func GroupCPUs(sets []string) string {
+	var all []int
+	seen := map[int]bool{}
+	for _, s := range sets {
+		if s == "" {
+			return ""
+		}
+		cpus, _ := platform.ParseCPUSet(s)
+		for _, c := range cpus {
+			if !seen[c] {
+				seen[c] = true
+				all = append(all, c)
+			}
+		}
+	}
+	if len(all) == 0 {
+		return ""
+	}
+	return FormatCPUs(all)
+}
+
 // FormatCPUs writes CPU numbers as a Linux CPU list ("0-2,5").
 func FormatCPUs(cpus []int) string {
 	c := slices.Clone(cpus)

@@ -316,3 +316,21 @@ func TestPlanOwnGuest(t *testing.T) {
 		{"guest vcpus without a guest of its own", cloudstone(1, 1, "", func(r *Role) { r.OwnGuest, r.GuestVCPUs = false, 2 }), vm, "", "for a role in a guest of its own"},
 	}, guestsOf)
 }
+
+func TestGroupCPUs(t *testing.T) {
+	tests := []struct {
+		sets []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"0", "1"}, "0-1"},
+		{[]string{"1", "1"}, "1"},
+		{[]string{"0", ""}, ""}, // a member may use any CPU: so may the group
+		{[]string{"2-3", "0"}, "0,2-3"},
+	}
+	for _, tt := range tests {
+		if got := GroupCPUs(tt.sets); got != tt.want {
+			t.Errorf("GroupCPUs(%q) = %q, want %q", tt.sets, got, tt.want)
+		}
+	}
+}

@@ -107,17 +107,9 @@ func RunClientOn(ctx context.Context, h host.Host, run runid.ID, rawDir, name st
 	// open; Wait gives up on them after WaitDelay instead of hanging.
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	proc, err := deathsig.Start(cmd) // dies with nearnative
-	if err != nil {
+	started, err := deathsig.Run(ctx, cmd) // dies with nearnative, its group killed when ctx ends
+	if !started {
 		return res, fmt.Errorf("starting %s: %w", argv[0], err)
-	}
-	select {
-	case <-proc.Done():
-		err = proc.Err()
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-proc.Done()
-		err = ctx.Err()
 	}
 	res.Wall = time.Since(start)
 	lines.flush()

@@ -34,6 +34,25 @@ func Settle(ctx context.Context, cpu func(context.Context) (time.Duration, error
 	return settle(ctx, cpu, settleTick, SettleMax)
 }
 
+// SettleTiers is Settle over the servers' CPU time as tiers reads it, per
+// tier: the stack has drained when its tiers together are below
+// SettleBusy.
+func SettleTiers(ctx context.Context, tiers func(context.Context) (map[string]time.Duration, error)) (time.Duration, bool, error) {
+	return Settle(ctx, total(tiers))
+}
+
+// total reads the sum of what tiers reads.
+func total(tiers func(context.Context) (map[string]time.Duration, error)) func(context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		ts, err := tiers(ctx)
+		var sum time.Duration
+		for _, v := range ts {
+			sum += v
+		}
+		return sum, err
+	}
+}
+
 func settle(ctx context.Context, cpu func(context.Context) (time.Duration, error), tick, most time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	prevAt := start

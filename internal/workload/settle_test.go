@@ -56,3 +56,19 @@ func TestSettle(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// TestSettleTiersTotal: the tiers settle together, their CPU summed, a
+// reading's error passed on.
+func TestSettleTiersTotal(t *testing.T) {
+	read := total(func(context.Context) (map[string]time.Duration, error) {
+		return map[string]time.Duration{"web": 2 * time.Second, "db": 3 * time.Second}, nil
+	})
+	if got, err := read(context.Background()); got != 5*time.Second || err != nil {
+		t.Errorf("total = %v, %v; want 5s", got, err)
+	}
+	boom := errors.New("boom")
+	read = total(func(context.Context) (map[string]time.Duration, error) { return nil, boom })
+	if _, err := read(context.Background()); !errors.Is(err, boom) {
+		t.Errorf("error %v, want the reading's", err)
+	}
+}

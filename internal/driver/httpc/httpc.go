@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
 )
 
 // Options tune a Client; zero fields take the defaults.
@@ -69,18 +71,9 @@ func New(o Options) *Client {
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
-	d := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
-	dial := d.DialContext
-	if o.Dial != nil {
-		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
-			defer cancel()
-			return o.Dial(ctx, network, addr)
-		}
-	}
 	tr := &http.Transport{
 		Proxy:                 nil, // the load goes to this machine, never through a proxy
-		DialContext:           dial,
+		DialContext:           driver.DialWithin(o.Dial, o.ConnectTimeout),
 		MaxIdleConns:          o.MaxConns,
 		MaxIdleConnsPerHost:   o.MaxConns,
 		MaxConnsPerHost:       o.MaxConns,

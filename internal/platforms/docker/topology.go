@@ -228,9 +228,7 @@ func (s *site) supervisorConfig(g *group, exe, token, listen string) (*container
 	var sets []string
 	mounted := map[string]string{} // target -> source
 	for _, m := range g.members {
-		if c := s.cpuset(m.Server); c != "" {
-			sets = append(sets, c)
-		}
+		sets = append(sets, s.cpuset(m.Server))
 		if err := mountOnce(hc, mounted, g.cname, m.Spec.Volumes); err != nil {
 			return nil, nil, err
 		}
@@ -238,10 +236,8 @@ func (s *site) supervisorConfig(g *group, exe, token, listen string) (*container
 			return nil, nil, err
 		}
 	}
-	if len(sets) == len(g.members) {
-		// Every member is confined: the container gets their union; a
-		// member without a set may use any CPU, and so may the container.
-		g.cpus = unionCPUs(sets)
+	// Every member confined: the container gets their union.
+	if g.cpus = topology.GroupCPUs(sets); g.cpus != "" {
 		hc.Resources.CpusetCpus = g.cpus
 	}
 	return cfg, hc, nil
@@ -507,22 +503,6 @@ func (s *server) Exited(ctx context.Context) error {
 		return fmt.Errorf("container %s exited with code %d", s.name, insp.State.ExitCode)
 	}
 	return nil
-}
-
-// unionCPUs merges CPU lists.
-func unionCPUs(sets []string) string {
-	seen := map[int]bool{}
-	var all []int
-	for _, set := range sets {
-		cpus, _ := platform.ParseCPUSet(set)
-		for _, c := range cpus {
-			if !seen[c] {
-				seen[c] = true
-				all = append(all, c)
-			}
-		}
-	}
-	return topology.FormatCPUs(all)
 }
 
 // Migrations implements deploy.Scheduler for a server's own container: every

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
-	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/topology"
 )
@@ -42,7 +41,7 @@ type sharedGroup struct {
 // returns nil, without error, where native servers get no cgroup at all
 // (not root, no limits).
 func (p *Platform) openShared(trial, group string, cpusets []string) (*sharedGroup, error) {
-	sg := &sharedGroup{name: trial + "-" + group, cpuset: groupCPUSet(cpusets)}
+	sg := &sharedGroup{name: trial + "-" + group, cpuset: topology.GroupCPUs(cpusets)}
 	lim := cgroup.Limits{CPUSet: sg.cpuset, CPUs: p.opt.CPUs, MemoryBytes: p.opt.MemoryBytes()}
 	if lim.Empty() && os.Geteuid() != 0 {
 		return nil, nil
@@ -53,31 +52,6 @@ func (p *Platform) openShared(trial, group string, cpusets []string) (*sharedGro
 	}
 	sg.g = g
 	return sg, nil
-}
-
-// groupCPUSet is the CPU set of a group's cgroup, as Docker sets a
-// container's: the union of the members' sets when every member is
-// confined; otherwise none (a member without a set may use any CPU, and so
-// may the group).
-func groupCPUSet(sets []string) string {
-	var all []int
-	seen := map[int]bool{}
-	for _, s := range sets {
-		if s == "" {
-			return ""
-		}
-		cpus, _ := platform.ParseCPUSet(s)
-		for _, c := range cpus {
-			if !seen[c] {
-				seen[c] = true
-				all = append(all, c)
-			}
-		}
-	}
-	if len(all) == 0 {
-		return ""
-	}
-	return topology.FormatCPUs(all)
 }
 
 // pin confines argv to cpuset by taskset when the group's cgroup does not

@@ -15,24 +15,6 @@ import (
 	"github.com/nearnative/nearnative/internal/topology"
 )
 
-func TestGroupCPUSet(t *testing.T) {
-	tests := []struct {
-		sets []string
-		want string
-	}{
-		{nil, ""},
-		{[]string{"0", "1"}, "0-1"},
-		{[]string{"1", "1"}, "1"},
-		{[]string{"0", ""}, ""}, // a member may use any CPU: so may the group
-		{[]string{"2-3", "0"}, "0,2-3"},
-	}
-	for _, tt := range tests {
-		if got := groupCPUSet(tt.sets); got != tt.want {
-			t.Errorf("groupCPUSet(%q) = %q, want %q", tt.sets, got, tt.want)
-		}
-	}
-}
-
 // idleBusy is an instance of two servers: an idle one and, after it, one
 // that burns a CPU; neither listens.
 func idleBusy(layout string) topology.Topology {

@@ -100,18 +100,9 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 // It returns how long the job ran, whether it started, and its error.
 func runToEnd(ctx context.Context, cmd *exec.Cmd) (time.Duration, bool, error) {
 	start := time.Now()
-	proc, err := deathsig.Start(cmd)
-	if err != nil {
-		return 0, false, err
+	started, err := deathsig.Run(ctx, cmd)
+	if started {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group
 	}
-	select {
-	case <-proc.Done():
-		err = proc.Err()
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-proc.Done()
-		err = ctx.Err()
-	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the group
-	return time.Since(start), true, err
+	return time.Since(start), started, err
 }

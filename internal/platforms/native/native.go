@@ -43,9 +43,6 @@ type Platform struct {
 	// client host's ServerAddr (127.0.0.1, or the host side of the
 	// client's link), or its ClientAddr beside the driver.
 	listen string
-	// pickOn is where free port numbers are looked for (listen, unless
-	// that is an address of the client's namespace).
-	pickOn string
 	// wrap runs a server on the client host (beside the driver); nil
 	// runs it on this machine.
 	wrap func([]string) []string
@@ -61,7 +58,7 @@ func New(name string, env platform.Env, dir state.Dir, opt platform.Options) (*P
 		return nil, fmt.Errorf("platform %s: %w", name, err)
 	}
 	addr := env.ClientHost().ServerAddr()
-	return &Platform{name: name, env: env, opt: opt, state: dir, listen: addr, pickOn: addr}, nil
+	return &Platform{name: name, env: env, opt: opt, state: dir, listen: addr}, nil
 }
 
 // Beside returns the native platform of the topology roles that run beside
@@ -74,13 +71,22 @@ func New(name string, env platform.Env, dir state.Dir, opt platform.Options) (*P
 // probes and statistics and nothing outside does.
 func Beside(name string, env platform.Env, dir state.Dir) (*Platform, error) {
 	c := env.ClientHost()
-	p := &Platform{name: name, env: env, state: dir, listen: c.ClientAddr(), pickOn: c.ClientAddr(), beside: true}
+	p := &Platform{name: name, env: env, state: dir, listen: c.ClientAddr(), beside: true}
 	if c.Kind() == host.Netns {
-		// The namespace's address is not this machine's: numbers free
-		// here are free in the namespace, which holds nothing else.
-		p.pickOn, p.wrap = "127.0.0.1", c.Wrap
+		p.wrap = c.Wrap
 	}
 	return p, nil
+}
+
+// pickOn is where free port numbers are looked for: the address servers
+// listen on, unless they run in the client's namespace (wrap), whose
+// address is not this machine's: numbers free on this machine's loopback
+// are free in the namespace, which holds nothing else.
+func (p *Platform) pickOn() string {
+	if p.wrap != nil {
+		return "127.0.0.1"
+	}
+	return p.listen
 }
 
 // Name implements platform.Platform.
@@ -126,7 +132,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	ports, err := platform.AssignPorts(spec, p.pickOn)
+	ports, err := platform.AssignPorts(spec, p.pickOn())
 	if err != nil {
 		return nil, err
 	}
@@ -183,15 +189,14 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 	}
 	// A port taken between AssignPorts and now is reported clearly here
 	// (in a client's namespace nothing else listens).
-	for name, port := range s.ports {
-		if s.p.wrap != nil {
-			break
+	if s.p.wrap == nil {
+		for name, port := range s.ports {
+			l, err := net.Listen("tcp", net.JoinHostPort(s.p.listen, strconv.Itoa(port)))
+			if err != nil {
+				return fmt.Errorf("server %s: port %s (%s:%d) is in use: %w", spec.Name, name, s.p.listen, port, err)
+			}
+			l.Close()
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(s.p.listen, strconv.Itoa(port)))
-		if err != nil {
-			return fmt.Errorf("server %s: port %s (%s:%d) is in use: %w", spec.Name, name, s.p.listen, port, err)
-		}
-		l.Close()
 	}
 	argv, err := s.wrapArgv(spec, append([]string{bin}, s.argv[1:]...))
 	if err != nil {

@@ -20,7 +20,7 @@ func (p *Platform) Machine() topology.Machine {
 // on the platform's address (the client host's ServerAddr) with ports of
 // its own, and peers reach each other there.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	ports, err := deploy.Ports(plan, p.pickOn)
+	ports, err := deploy.Ports(plan, p.pickOn())
 	if err != nil {
 		return nil, err
 	}

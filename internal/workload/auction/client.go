@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/driver"
 )
 
 // Client holds what all simulated users share: the application's address
@@ -28,19 +30,10 @@ type Client struct {
 // (host:port, as the driver's client host reaches it), opening connections
 // with dial (nil: net.Dialer, from this machine).
 func NewClient(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	dc := d.DialContext
-	if dial != nil {
-		dc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
-			defer cancel()
-			return dial(ctx, network, addr)
-		}
-	}
 	return &Client{
 		base: "http://" + addr,
 		tr: &http.Transport{
-			DialContext:         dc,
+			DialContext:         driver.DialWithin(dial, 5*time.Second),
 			MaxIdleConns:        0, // no limit
 			MaxIdleConnsPerHost: 100_000,
 			IdleConnTimeout:     90 * time.Second,

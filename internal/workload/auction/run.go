@@ -266,13 +266,8 @@ func peakResult(sr search.Result, res *workload.Result) error {
 // the overload queued (workload.Settle over the tiers' CPU time), and
 // returns how many seconds that took.
 func (in *Instance) settle(ctx context.Context, t workload.Trial, d *deploy.Deployment, tiers map[string][]platform.CPUReporter, users int) (float64, error) {
-	waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-		ts, err := readTiers(ctx, tiers)
-		var sum time.Duration
-		for _, v := range ts {
-			sum += v
-		}
-		return sum, err
+	waited, drained, err := workload.SettleTiers(ctx, func(ctx context.Context) (map[string]time.Duration, error) {
+		return readTiers(ctx, tiers)
 	})
 	if err != nil {
 		return 0, in.serverError(ctx, t, d, err)

@@ -1,7 +1,9 @@
 package httpmax
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +71,8 @@ func TestNewRejects(t *testing.T) {
 
 func TestPageAndConfig(t *testing.T) {
 	for _, n := range []int{1, 50, 4096, 100000} {
-		if got := len(page(n)); got != n {
-			t.Errorf("page(%d) has %d bytes", n, got)
+		if got := len(Page(n)); got != n {
+			t.Errorf("Page(%d) has %d bytes", n, got)
 		}
 	}
 	in, _ := newInstance(t, map[string]string{"nginx_workers": "2"}, false)
@@ -80,10 +82,15 @@ func TestPageAndConfig(t *testing.T) {
 	}
 	argv := spec.Command(platform.Listen{Host: "0.0.0.0", Ports: map[string]int{"http": 8080}, Dir: "/nearnative"})
 	conf := argv[4]
-	for _, want := range []string{"worker_processes 2;", "listen 0.0.0.0:8080 reuseport", "root /nearnative/www;", "pid /nearnative/nginx.pid;", "access_log off;", "daemon off;"} {
+	for _, want := range []string{"worker_processes 2;", "listen 0.0.0.0:8080 reuseport", "root /nearnative/www;", "pid /nearnative/nginx.pid;", "access_log off;", "daemon off;", "tcp_nopush on;"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("config lacks %q:\n%s", want, conf)
 		}
+	}
+	// bench/plateau's control: the same configuration, nginx not corking.
+	off := NginxConf("auto", "/p", "10.0.0.1", 81, false)
+	if want := strings.Replace(NginxConf("auto", "/p", "10.0.0.1", 81, true), "tcp_nopush on;", "tcp_nopush off;", 1); off != want || strings.Contains(off, "%!") {
+		t.Errorf("NginxConf without nopush:\n%s\nwant:\n%s", off, want)
 	}
 	if argv[0] != "sh" || argv[5] != "/nearnative" || len(spec.Files) != 1 || len(spec.Files[0].Content) != 4096 {
 		t.Errorf("command %q, files %d", argv, len(spec.Files))
@@ -296,12 +303,28 @@ func TestEstimate(t *testing.T) {
 	}
 }
 
-// nsHost is a client over a link, as cliffNote sees it.
-type nsHost struct{ host.Host }
+// nsHost is a client over a link of the given MTU, as cliffNote sees it.
+type nsHost struct {
+	host.Host
+	mtu int
+}
 
-func (nsHost) Kind() host.Kind  { return host.Netns }
-func (nsHost) Describe() string { return "netns veth MTU 1500" }
+func (nsHost) Kind() host.Kind    { return host.Netns }
+func (h nsHost) Describe() string { return fmt.Sprintf("netns veth MTU %d", h.mtu) }
+func (h nsHost) MTU() int         { return h.mtu }
 
+// linkHost is a client over a link whose MTU it does not say.
+type linkHost struct{ host.Host }
+
+func (linkHost) Kind() host.Kind { return host.Netns }
+
+// guest is a platform whose servers run in a VM guest.
+type guest struct{ platform.Platform }
+
+func (guest) Acceleration(context.Context) string { return "KVM" }
+
+// TestCliffNote: the note names TCP's hold only where everything BENCH.md
+// found behind it holds on the trial; anywhere else it claims nothing.
 func TestCliffNote(t *testing.T) {
 	step := func(pass bool, rate, p99 float64) search.Step {
 		b, _ := json.Marshal(stepDetail{Rate: rate, P99Ms: p99})
@@ -310,20 +333,52 @@ func TestCliffNote(t *testing.T) {
 	steps := []search.Step{step(true, 500, 3), step(false, 1000, 43.8), step(false, 2000, 120)}
 	old := congestionControl
 	t.Cleanup(func() { congestionControl = old })
+	in, err := newInstance(t, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := newInstance(t, map[string]string{"lb": LBHAProxy}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := newInstance(t, map[string]string{"page_bytes": "1400"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := nsHost{host.LoopbackHost(), 1500}
+	native := platform.Platform(nil)
 	congestionControl = func() string { return "bbr" }
-	got := cliffNote(nsHost{host.LoopbackHost()}, steps)
-	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: over a 1500-byte link") {
+	got := in.cliffNote(link, native, steps)
+	if !strings.HasPrefix(got, workload.CliffNote+"p99 43.8 ms at 1000 req/s over netns veth MTU 1500 is TCP's, not the platform's: over this 1500-byte link nginx's 4096-byte page leaves in two packets or more") ||
+		!strings.Contains(got, "tcp_congestion_control bbr") {
 		t.Errorf("note %q", got)
 	}
-	congestionControl = func() string { return "cubic" }
-	if got := cliffNote(nsHost{host.LoopbackHost()}, steps); !strings.Contains(got, "the length of a TCP timer") {
-		t.Errorf("note without BBR %q", got)
+	for _, tc := range []struct {
+		name  string
+		in    *Instance
+		c     host.Host
+		p     platform.Platform
+		cc    string
+		steps []search.Step
+	}{
+		{"cubic (BENCH.md: no hold; the delayed ACK was ruled out)", in, link, native, "cubic", steps},
+		{"loopback (a response is one segment)", in, host.LoopbackHost(), native, "bbr", steps},
+		{"a p99 of 120 ms", in, link, native, "bbr", steps[2:]},
+		{"the page fits in one packet of the link", in, nsHost{host.LoopbackHost(), 9000}, native, "bbr", steps},
+		{"a 1400-byte page over MTU 1500", small, link, native, "bbr", steps},
+		{"a link of unknown MTU", in, linkHost{host.LoopbackHost()}, native, "bbr", steps},
+		{"HAProxy in front (its sending not examined)", lb, link, native, "bbr", steps},
+		{"nginx in a VM guest (the guest's TCP)", in, link, guest{}, "bbr", steps},
+		{"nginx behind gVisor's own network stack", in, link, sandboxed{network: "sandbox"}, "bbr", steps},
+	} {
+		congestionControl = func() string { return tc.cc }
+		if n := tc.in.cliffNote(tc.c, tc.p, tc.steps); n != "" {
+			t.Errorf("%s: %q, want no note", tc.name, n)
+		}
 	}
-	if n := cliffNote(host.LoopbackHost(), steps); n != "" {
-		t.Errorf("over loopback: %q, want none (a response is one segment there)", n)
-	}
-	if n := cliffNote(nsHost{host.LoopbackHost()}, steps[2:]); n != "" {
-		t.Errorf("a p99 of 120 ms: %q, want none", n)
+	congestionControl = func() string { return "bbr" }
+	if n := in.cliffNote(link, sandboxed{network: "host"}, steps); n == "" {
+		t.Error("gVisor's host network (the host kernel's sockets): no note")
 	}
 }
 

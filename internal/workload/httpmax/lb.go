@@ -87,8 +87,7 @@ func haproxySpec(backends []string) platform.Spec {
 // HAProxy in front of them, the only entry point.
 func (in *Instance) topology() topology.Topology {
 	ready := func(ctx context.Context, addr string) error {
-		c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
-		return getOnce(ctx, c, "http://"+addr+PagePath, in.pageBytes)
+		return getOnce(ctx, "http://"+addr+PagePath, in.pageBytes)
 	}
 	return topology.Topology{
 		Roles: []topology.Role{

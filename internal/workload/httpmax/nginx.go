@@ -25,7 +25,7 @@ const PagePath = "/index.html"
 // with a warning.
 const nginxConf = `daemon off;
 master_process on;
-worker_processes %s;
+worker_processes %[1]s;
 pid %[2]s/nginx.pid;
 error_log stderr warn;
 user root;
@@ -35,7 +35,7 @@ events {
 http {
     access_log off;
     sendfile on;
-    tcp_nopush on;
+    tcp_nopush %[5]s;
     tcp_nodelay on;
     keepalive_timeout 65s;
     keepalive_requests 1000000;
@@ -54,8 +54,22 @@ http {
 }
 `
 
-// page returns a static HTML page of exactly n bytes.
-func page(n int) []byte {
+// NginxConf is http-max's nginx configuration with worker_processes
+// workers (auto or a count), its pid, temporary files and page (www/) under
+// dir, listening on host:port. http-max runs it with nopush true, nginx's
+// usual tcp_nopush on; bench/plateau also runs it with false, under which
+// nginx does not cork a response (BENCH.md, "The 40 ms plateau").
+func NginxConf(workers, dir, host string, port int, nopush bool) string {
+	onoff := "off"
+	if nopush {
+		onoff = "on"
+	}
+	return fmt.Sprintf(nginxConf, workers, dir, host, port, onoff)
+}
+
+// Page returns http-max's static HTML page of exactly n bytes, which
+// nginx serves at PagePath.
+func Page(n int) []byte {
 	head := "<!DOCTYPE html>\n<html><head><title>nearnative http-max</title></head><body>\n<p>"
 	tail := "</p>\n</body></html>\n"
 	var b bytes.Buffer
@@ -81,9 +95,9 @@ func Spec(pageBytes int, workers string) platform.Spec {
 	return platform.Spec{
 		Name:  "nginx",
 		Ports: []string{"http"},
-		Files: []platform.File{{Path: "www/index.html", Content: page(pageBytes)}},
+		Files: []platform.File{{Path: "www/index.html", Content: Page(pageBytes)}},
 		Command: func(l platform.Listen) []string {
-			conf := fmt.Sprintf(nginxConf, workers, l.Dir, l.Host, l.Port("http"))
+			conf := NginxConf(workers, l.Dir, l.Host, l.Port("http"), true)
 			return []string{"sh", "-c", `printf '%s' "$1" > "$2/nginx.conf" && exec nginx -p "$2" -c "$2/nginx.conf" -e stderr`,
 				"nginx-start", conf, l.Dir}
 		},
@@ -98,9 +112,8 @@ func WaitReady(ctx context.Context, url string, size int, timeout time.Duration)
 // waitReady GETs the page until nginx serves it whole: an open port is not
 // readiness (Docker's userland proxy accepts before the container listens).
 func waitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
-	c := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	err := ready.Loop{Timeout: timeout, Every: 50 * time.Millisecond}.Wait(ctx, func(ctx context.Context) error {
-		return getOnce(ctx, c, url, size)
+		return getOnce(ctx, url, size)
 	})
 	var te *ready.TimeoutError
 	if errors.As(err, &te) {
@@ -109,12 +122,19 @@ func waitReady(ctx context.Context, url string, size int, timeout time.Duration)
 	return err
 }
 
-func getOnce(ctx context.Context, c *http.Client, url string, size int) error {
+// probeClient is the client of one-off GETs from this machine (readiness,
+// checking on a server that stopped answering): a fresh connection each,
+// bounded to 2 s.
+var probeClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+
+// getOnce GETs url once with probeClient and checks that the whole page
+// of size bytes came back.
+func getOnce(ctx context.Context, url string, size int) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := c.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
 		return err
 	}

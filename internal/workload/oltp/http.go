@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/apps/dvdstore"
+	"github.com/nearnative/nearnative/internal/driver"
 )
 
 // NewTransport returns the HTTP/1.1 transport the http users of one driver
@@ -24,18 +25,9 @@ import (
 // Its connections are opened with dial (nil: net.Dialer), which the driver
 // gives from the run's client host.
 func NewTransport(maxConnsPerHost int, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	dc := d.DialContext
-	if dial != nil {
-		dc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
-			defer cancel()
-			return dial(ctx, network, addr)
-		}
-	}
 	return &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dc,
+		DialContext:           driver.DialWithin(dial, 10*time.Second),
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   maxConnsPerHost,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/apps/olio"
+	"github.com/nearnative/nearnative/internal/driver"
 )
 
 // SiteConfig describes the site the users drive.
@@ -95,18 +96,9 @@ func NewSite(cfg SiteConfig) (*Site, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	dial := d.DialContext
-	if cfg.Dial != nil {
-		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
-			defer cancel()
-			return cfg.Dial(ctx, network, addr)
-		}
-	}
 	return &Site{cfg: cfg, base: strings.TrimSuffix(cfg.Base, "/"), transport: &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dial,
+		DialContext:           driver.DialWithin(cfg.Dial, 10*time.Second),
 		MaxIdleConns:          0, // no limit overall
 		MaxIdleConnsPerHost:   cfg.Users + 16,
 		IdleConnTimeout:       90 * time.Second,

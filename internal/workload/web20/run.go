@@ -223,13 +223,8 @@ func (in *Instance) findMaxStep(ctx context.Context, t workload.Trial, d *deploy
 		// An overloaded stack goes on serving what the overload queued
 		// after the driver stops: let it work that off before the next
 		// step, which would meet the backlog (workload.Settle).
-		waited, drained, err := workload.Settle(ctx, func(ctx context.Context) (time.Duration, error) {
-			ts, err := tierCPU(ctx, d)
-			var sum time.Duration
-			for _, v := range ts {
-				sum += v
-			}
-			return sum, err
+		waited, drained, err := workload.SettleTiers(ctx, func(ctx context.Context) (map[string]time.Duration, error) {
+			return tierCPU(ctx, d)
 		})
 		if err != nil {
 			return search.Outcome{}, err
