@@ -111,12 +111,8 @@ func (p *Platform) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ok, err := eng.ImageExists(ctx, p.env.Image)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	if !ok {
-		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	if err := eng.CheckImage(ctx, p.name, p.env.Image); err != nil {
+		return err
 	}
 	if err := p.env.ClientHost().CanRoute(); err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)

@@ -76,12 +76,8 @@ func (p *Platform) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ok, err := eng.ImageExists(ctx, p.env.Image)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	if !ok {
-		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	if err := eng.CheckImage(ctx, p.name, p.env.Image); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
