@@ -368,7 +368,7 @@ func (p *dockerPlatform) create(ctx context.Context, trial string, spec platform
 		id:       created.ID,
 		name:     name,
 		argv:     argv,
-		logPath:  logPath(p.env.LogDir, trial, spec.Name),
+		logPath:  LogPath(p.env.LogDir, trial, spec.Name),
 		warnings: created.Warnings,
 	}, nil
 }

@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,8 +204,6 @@ type container struct {
 	stopped bool
 }
 
-var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
-
 // boot starts a container for server (or job) name of trial with the
 // volumes vols, and waits for its agent.
 func (p *Platform) boot(ctx context.Context, trial, name string, vols []platform.Volume) (_ *container, err error) {
@@ -222,7 +219,7 @@ func (p *Platform) boot(ctx context.Context, trial, name string, vols []platform
 		return nil, err
 	}
 	c := &container{
-		name: unsafeName.ReplaceAllString(runid.Prefix+string(p.env.Run)+"-"+trial+"-"+name, "_"),
+		name: docker.ContainerName(p.env.Run, trial, name),
 		ip:   ip,
 		veth: fmt.Sprintf("nnx%sc%d", p.env.Run.Short(), n%1000),
 	}
