@@ -371,10 +371,17 @@ func (p *Platform) halt(ctx context.Context, c *container) error {
 		errs = append(errs, fmt.Errorf("removing container %s: %w", c.name, err))
 	}
 	p.mu.Lock()
-	if p.br != nil && c.ip.IsValid() {
-		p.br.give(c.ip)
-	}
+	br := p.br
 	p.mu.Unlock()
+	if br != nil && c.ip.IsValid() {
+		// The host's neighbour entry still names the gone container's
+		// MAC: a container given the address next would not be reached
+		// (its agent would not answer) until the entry went stale.
+		ip2(ctx, "neigh", "flush", "to", c.ip.String(), "dev", br.name)
+		p.mu.Lock()
+		br.give(c.ip)
+		p.mu.Unlock()
+	}
 	return errors.Join(errs...)
 }
 
