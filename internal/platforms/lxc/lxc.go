@@ -182,6 +182,9 @@ func (p *Platform) prepare(ctx context.Context) error {
 			return err
 		}
 		p.br = br
+		if br.isolated != "" && p.env.Log != nil {
+			fmt.Fprintf(p.env.Log, "%s: servers in different containers cannot reach each other: %s\n", p.name, br.isolated)
+		}
 	}
 	if !p.routed {
 		if err := p.env.ClientHost().Route(ctx, p.br.subnet); err != nil {
