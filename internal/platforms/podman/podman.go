@@ -65,6 +65,26 @@ func (p *Platform) Name() string { return p.name }
 
 func (p *Platform) rootless() bool { return p.kind == platform.PodmanRootless }
 
+// Network says how the service's containers are networked and their ports
+// published, as the service reports it; "" before Check or a server
+// started the service.
+func (p *Platform) Network() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.svc == nil {
+		return ""
+	}
+	f := p.svc.flavor()
+	if p.rootless() {
+		return f.NetworkMode + " network, ports published by " + f.PublishVia
+	}
+	backend := p.svc.backend
+	if backend == "" {
+		backend = "Podman's"
+	}
+	return backend + " bridge, ports published by " + f.PublishVia
+}
+
 // Check implements platform.Checker: Podman is installed, its OCI runtime
 // can start here, the rootless user is set up (for podman-rootless), the
 // workload image is in Docker, and the service answers.
