@@ -80,7 +80,7 @@ func runtimeDetail(kind string, p platform.Platform) string {
 			return strings.TrimPrefix(d.Degradations()[0], "runs under ")
 		}
 	case platform.FamilyDockerCrun:
-		return "crun is registered with dockerd and can start containers on this cgroup layout"
+		return "crun is registered with dockerd, its binary is there, and the cgroup layout is one crun accepts (not hybrid with controllers on the v2 mount)"
 	case platform.FamilyPodman:
 		pp, ok := p.(*podman.Platform)
 		if !ok || pp.Network() == "" {

@@ -115,7 +115,9 @@ func (g Gvisor) Note() string {
 	plat := "platform " + g.Platform
 	switch g.Platform {
 	case "ptrace":
-		plat += " (every system call of the sandboxed process is trapped with ptrace: gVisor's slowest platform, the one that runs anywhere)"
+		// gVisor's documentation ranks ptrace's overhead above its other
+		// platforms'; nearnative has not measured them against each other.
+		plat += " (every system call of the sandboxed process is trapped with ptrace: the platform that runs anywhere, which gVisor's documentation gives more overhead than its others)"
 	case "kvm":
 		plat += " (the sandbox runs as a KVM guest)"
 	}
