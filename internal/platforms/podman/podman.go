@@ -119,10 +119,8 @@ func Prerequisites(rootless bool) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return platform.Unavailablef("podman is not installed: apt-get install podman (make setup does)")
 	}
-	if ctrls := docker.HybridControllers(); len(ctrls) > 0 {
-		return platform.Unavailablef("Podman's OCI runtime, crun, refuses a hybrid cgroup layout whose v2 mount holds controllers (here: %s): "+
-			"mount them on v1 (make setup does: mkdir -p /sys/fs/cgroup/%s && mount -t cgroup -o %s cgroup /sys/fs/cgroup/%s)",
-			strings.Join(ctrls, " "), ctrls[0], ctrls[0], ctrls[0])
+	if err := docker.CrunCgroupLayout(); err != nil {
+		return fmt.Errorf("Podman's OCI runtime, %w", err)
 	}
 	if !rootless {
 		return nil
