@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/iptables"
 	"github.com/nearnative/nearnative/internal/platforms/netns"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -295,7 +296,10 @@ func parseSave(out string) []rule {
 		if !ok {
 			continue
 		}
-		args := splitQuoted(rest)
+		args, err := iptables.Split(rest)
+		if err != nil {
+			continue // not a rule iptables-save prints
+		}
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] != "--comment" {
 				continue
@@ -306,37 +310,6 @@ func parseSave(out string) []rule {
 		}
 	}
 	return rules
-}
-
-// splitQuoted splits an iptables-save rule into words, keeping "quoted
-// words" together without their quotes.
-func splitQuoted(s string) []string {
-	var words []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' && inQuote && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case c == '"':
-			inQuote, have = !inQuote, true
-		case (c == ' ' || c == '\t') && !inQuote:
-			if have {
-				words = append(words, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		words = append(words, cur.String())
-	}
-	return words
 }
 
 // Runs implements Sweeper.

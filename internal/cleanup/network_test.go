@@ -31,20 +31,3 @@ COMMIT
 		t.Errorf("parseSave =\n%+v\nwant\n%+v", got, want)
 	}
 }
-
-func TestSplitQuoted(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{`A -j ACCEPT`, []string{"A", "-j", "ACCEPT"}},
-		{`A --comment "two words" -j X`, []string{"A", "--comment", "two words", "-j", "X"}},
-		{`A --comment "say \"hi\""`, []string{"A", "--comment", `say "hi"`}},
-		{`A --comment ""`, []string{"A", "--comment", ""}},
-	}
-	for _, tt := range tests {
-		if got := splitQuoted(tt.in); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("splitQuoted(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}

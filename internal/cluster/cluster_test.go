@@ -234,20 +234,6 @@ func TestContainerdRef(t *testing.T) {
 	}
 }
 
-func TestSplitRule(t *testing.T) {
-	got, err := splitRule(`-A FORWARD -i nn-k8s0 -m comment --comment "kubernetes forwarding rules" -j ACCEPT`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"-A", "FORWARD", "-i", "nn-k8s0", "-m", "comment", "--comment", "kubernetes forwarding rules", "-j", "ACCEPT"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("splitRule = %q, want %q", got, want)
-	}
-	if _, err := splitRule(`-A X --comment "open`); err == nil {
-		t.Error("unbalanced quote accepted")
-	}
-}
-
 func TestCachedDetectsChangedBinary(t *testing.T) {
 	c := DefaultConfig(state.Dir{Root: t.TempDir()})
 	if _, ok, err := c.Cached(); ok || err != nil {

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/nearnative/nearnative/internal/iptables"
 )
 
 // Sysctls are the kernel settings kubelet and kube-proxy may change; Up
@@ -323,7 +325,7 @@ func removeRules(ctx context.Context, tool, table string, match func(string) boo
 		if !strings.HasPrefix(rule, "-A ") || !match(rule) {
 			continue
 		}
-		args, err := splitRule(rule)
+		args, err := iptables.Split(rule)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -336,38 +338,4 @@ func removeRules(ctx context.Context, tool, table string, match func(string) boo
 		}
 	}
 	return done, errors.Join(errs...)
-}
-
-// splitRule splits an iptables -S line into arguments, honouring the double
-// quotes iptables puts around comments with spaces.
-func splitRule(rule string) ([]string, error) {
-	var args []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for i := 0; i < len(rule); i++ {
-		ch := rule[i]
-		switch {
-		case ch == '\\' && inQuote && i+1 < len(rule):
-			i++
-			cur.WriteByte(rule[i])
-		case ch == '"':
-			inQuote, have = !inQuote, true
-		case ch == ' ' && !inQuote:
-			if have {
-				args = append(args, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(ch)
-			have = true
-		}
-	}
-	if inQuote {
-		return nil, fmt.Errorf("unbalanced quotes in iptables rule %q", rule)
-	}
-	if have {
-		args = append(args, cur.String())
-	}
-	return args, nil
 }

@@ -80,12 +80,16 @@ func runtimeDetail(kind string, p platform.Platform) string {
 			return strings.TrimPrefix(d.Degradations()[0], "runs under ")
 		}
 	case platform.FamilyDockerCrun:
-		return "crun is registered with dockerd and can start containers on this cgroup layout"
+		return "crun is registered with dockerd, its binary is there, and the cgroup layout is one crun accepts (not hybrid with controllers on the v2 mount)"
 	case platform.FamilyPodman:
-		if kind == platform.PodmanRootless {
-			return fmt.Sprintf("rootless as %s (subordinate ids set up), slirp4netns network, ports published by rootlessport", podman.RootlessUserName())
+		pp, ok := p.(*podman.Platform)
+		if !ok || pp.Network() == "" {
+			break
 		}
-		return "rootful, netavark bridge, ports published by netavark's iptables DNAT"
+		if kind == platform.PodmanRootless {
+			return fmt.Sprintf("rootless as %s (subordinate ids set up), %s", podman.RootlessUserName(), pp.Network())
+		}
+		return "rootful, " + pp.Network()
 	case platform.FamilyLXC:
 		if v := lxc.Version(); v != "" {
 			return "LXC " + v + ": system containers from the workload image's root file system on a bridge of the run"

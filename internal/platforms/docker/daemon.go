@@ -249,6 +249,21 @@ func (e *Daemon) ImageExists(ctx context.Context, ref string) (bool, error) {
 	}
 }
 
+// CheckImage is a platform's check (platform.Checker) that the daemon holds
+// the workload image ref: nil; an error matching platform.ErrUnavailable
+// that names the fix when it lacks the image; or the daemon's error,
+// prefixed with the checking platform's name.
+func (e *Daemon) CheckImage(ctx context.Context, name, ref string) error {
+	ok, err := e.ImageExists(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !ok {
+		return platform.Unavailablef("image %s missing: run `nearnative image build`", ref)
+	}
+	return nil
+}
+
 // runFilter selects resources of run id, or of any run when id is empty.
 func runFilter(id runid.ID) filters.Args {
 	if id == "" {

@@ -39,7 +39,7 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 	if err != nil {
 		return res, fmt.Errorf("%s: creating container %s from %s: %w", p.name, name, p.env.Image, err)
 	}
-	s := &server{eng: p.eng, id: created.ID, name: name, argv: res.Command, logPath: logPath(p.env.LogDir, trial, spec.Name)}
+	s := &server{eng: p.eng, id: created.ID, name: name, argv: res.Command, logPath: LogPath(p.env.LogDir, trial, spec.Name)}
 	defer func() {
 		if serr := s.Stop(context.WithoutCancel(ctx)); serr != nil {
 			err = errors.Join(err, fmt.Errorf("removing job container %s: %w", name, serr))

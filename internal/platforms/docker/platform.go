@@ -105,12 +105,8 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 	if err := p.eng.Ping(ctx); err != nil {
 		return err // DaemonError already matches ErrUnavailable
 	}
-	ok, err := p.eng.ImageExists(ctx, p.env.Image)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	if !ok {
-		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	if err := p.eng.CheckImage(ctx, p.name, p.env.Image); err != nil {
+		return err
 	}
 	if err := p.checkRuntime(ctx); err != nil {
 		return err
@@ -372,7 +368,7 @@ func (p *dockerPlatform) create(ctx context.Context, trial string, spec platform
 		id:       created.ID,
 		name:     name,
 		argv:     argv,
-		logPath:  logPath(p.env.LogDir, trial, spec.Name),
+		logPath:  LogPath(p.env.LogDir, trial, spec.Name),
 		warnings: created.Warnings,
 	}, nil
 }

@@ -115,7 +115,9 @@ func (g Gvisor) Note() string {
 	plat := "platform " + g.Platform
 	switch g.Platform {
 	case "ptrace":
-		plat += " (every system call of the sandboxed process is trapped with ptrace: gVisor's slowest platform, the one that runs anywhere)"
+		// gVisor's documentation ranks ptrace's overhead above its other
+		// platforms'; nearnative has not measured them against each other.
+		plat += " (every system call of the sandboxed process is trapped with ptrace: the platform that runs anywhere, which gVisor's documentation gives more overhead than its others)"
 	case "kvm":
 		plat += " (the sandbox runs as a KVM guest)"
 	}
@@ -175,7 +177,7 @@ func (p *dockerPlatform) checkRuntime(ctx context.Context) error {
 	switch p.runtime {
 	case RuntimeRunsc:
 		g := gvisorOf(ctx, r)
-		if g.Network == "sandbox" && netstackRefused() {
+		if g.Network == "sandbox" && NetstackRefused() {
 			return platform.Unavailablef("%s: runsc is registered with gVisor's own network stack (netstack), which this runsc refuses on this kernel "+
 				"(it takes every network namespace for the host's, since /proc/sys/net/core/rmem_default exists in each): "+
 				"register runsc with --network=host (make setup does), or install a newer runsc", p.name)
@@ -189,43 +191,43 @@ func (p *dockerPlatform) checkRuntime(ctx context.Context) error {
 		p.gvisor = &g
 		p.mu.Unlock()
 	case RuntimeCrun:
-		if ctrls := hybridControllers(); len(ctrls) > 0 {
-			return platform.Unavailablef("%s: crun refuses a hybrid cgroup layout whose v2 mount (%s) holds controllers (here: %s): "+
-				"mount them on v1 (make setup does: mkdir -p %s/%s && mount -t cgroup -o %s cgroup %s/%s)",
-				p.name, filepath.Join(cgroup.Root, "unified"), strings.Join(ctrls, " "),
-				cgroup.Root, ctrls[0], ctrls[0], cgroup.Root, ctrls[0])
+		if err := CrunCgroupLayout(); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
 	return nil
 }
 
-// hybridControllers lists the controllers of the v2 mount of a hybrid
-// cgroup layout (v1 controllers with a unified mount beside them), which
-// crun refuses; none on a pure v1 or v2 host.
-func hybridControllers() []string {
+// CrunCgroupLayout says whether crun (docker-crun-*, and Podman's runtime)
+// can run containers on this machine's cgroup layout: nil, or an error
+// matching platform.ErrUnavailable that names the fix when the layout is
+// hybrid (v1 controllers with a unified mount beside them) and its v2 mount
+// holds controllers, which crun refuses.
+func CrunCgroupLayout() error {
 	if cgroup.IsV2() {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(cgroup.Root, "unified", "cgroup.controllers"))
-	if err != nil {
+	ctrls := strings.Fields(string(b))
+	if err != nil || len(ctrls) == 0 {
 		return nil
 	}
-	return strings.Fields(string(b))
+	return platform.Unavailablef("crun refuses a hybrid cgroup layout whose v2 mount (%s) holds controllers (here: %s): "+
+		"mount them on v1 (make setup does: mkdir -p %s/%s && mount -t cgroup -o %s cgroup %s/%s)",
+		filepath.Join(cgroup.Root, "unified"), strings.Join(ctrls, " "),
+		cgroup.Root, ctrls[0], ctrls[0], cgroup.Root, ctrls[0])
 }
 
 // NetstackRefused reports whether the packaged runsc refuses gVisor's own
-// network stack on this kernel (see netstackRefused): setup then registers
-// runsc with --network=host.
-func NetstackRefused() bool { return netstackRefused() }
-
-// netstackRefused reports whether this kernel shows
+// network stack on this kernel (setup then registers runsc with
+// --network=host): whether this kernel shows
 // /proc/sys/net/core/rmem_default in a network namespace other than the
 // host's: runsc releases of 2022 take that file for the sign of the host's
 // namespace and refuse to start a sandbox with its own network stack there
 // ("cannot run with network enabled in root network namespace"); kernels
 // since 6.x namespace that sysctl. The check enters a fresh network
 // namespace on a thread of its own, which is never returned to the pool.
-func netstackRefused() bool {
+func NetstackRefused() bool {
 	res := make(chan bool, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -263,7 +265,3 @@ func (p *dockerPlatform) Sandbox() (platform.Sandbox, bool) {
 	}
 	return platform.Sandbox{Name: "gVisor", Platform: p.gvisor.Platform, Network: p.gvisor.Network}, true
 }
-
-// HybridControllers lists the controllers of the v2 mount of a hybrid
-// cgroup layout, which crun (Podman's default runtime too) refuses.
-func HybridControllers() []string { return hybridControllers() }

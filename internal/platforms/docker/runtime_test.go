@@ -125,7 +125,7 @@ func TestNetstackRefused(t *testing.T) {
 		t.Skipf("unshare: %v", err)
 	}
 	want := strings.TrimSpace(string(out)) == "yes"
-	if got := netstackRefused(); got != want {
-		t.Errorf("netstackRefused() = %v, want %v (unshare -n sees the sysctl: %s)", got, want, out)
+	if got := NetstackRefused(); got != want {
+		t.Errorf("NetstackRefused() = %v, want %v (unshare -n sees the sysctl: %s)", got, want, out)
 	}
 }

@@ -35,8 +35,9 @@ type server struct {
 	stopped bool
 }
 
-// logPath is where the logs of server spec in trial go, "" without a log dir.
-func logPath(dir, trial, spec string) string {
+// LogPath is where the output of server spec in trial goes under the run's
+// log directory dir (platform.Env.LogDir), "" without one.
+func LogPath(dir, trial, spec string) string {
 	if dir == "" {
 		return ""
 	}

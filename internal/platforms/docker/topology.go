@@ -291,7 +291,7 @@ func (s *site) removeSupervisor(ctx context.Context, g *group) error {
 	if err := cli.ContainerStop(ctx, g.id, container.StopOptions{Timeout: &timeout}); err != nil && !gone(err) {
 		errs = append(errs, fmt.Errorf("stopping container %s: %w", g.cname, err))
 	}
-	if path := logPath(s.p.env.LogDir, s.trial, g.name+"-supervisor"); path != "" {
+	if path := LogPath(s.p.env.LogDir, s.trial, g.name+"-supervisor"); path != "" {
 		if err := s.p.eng.SaveLogs(ctx, g.id, g.cname, path); err != nil {
 			errs = append(errs, err)
 		}
@@ -373,7 +373,7 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 		return nil, fmt.Errorf("server %s in container %s: %w", spec.Name, g.cname, err)
 	}
 	ss := &supervised{site: s, g: g, m: m, addrs: map[string]string{}, Process: &vmagent.Process{Agent: g.agent, PID: pid, Argv: argv,
-		LogPath: logPath(s.p.env.LogDir, s.trial, spec.Name), Grace: stopTimeout * time.Second, Bound: teardownTimeout}}
+		LogPath: LogPath(s.p.env.LogDir, s.trial, spec.Name), Grace: stopTimeout * time.Second, Bound: teardownTimeout}}
 	on, err := s.publishOn(m.Server.Entry)
 	if err != nil {
 		return nil, err

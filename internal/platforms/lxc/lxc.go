@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,12 +110,8 @@ func (p *Platform) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ok, err := eng.ImageExists(ctx, p.env.Image)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	if !ok {
-		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	if err := eng.CheckImage(ctx, p.name, p.env.Image); err != nil {
+		return err
 	}
 	if err := p.env.ClientHost().CanRoute(); err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
@@ -187,6 +182,9 @@ func (p *Platform) prepare(ctx context.Context) error {
 			return err
 		}
 		p.br = br
+		if br.isolated != "" && p.env.Log != nil {
+			fmt.Fprintf(p.env.Log, "%s: servers in different containers cannot reach each other: %s\n", p.name, br.isolated)
+		}
 	}
 	if !p.routed {
 		if err := p.env.ClientHost().Route(ctx, p.br.subnet); err != nil {
@@ -209,8 +207,6 @@ type container struct {
 	stopped bool
 }
 
-var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
-
 // boot starts a container for server (or job) name of trial with the
 // volumes vols, and waits for its agent.
 func (p *Platform) boot(ctx context.Context, trial, name string, vols []platform.Volume) (_ *container, err error) {
@@ -226,7 +222,7 @@ func (p *Platform) boot(ctx context.Context, trial, name string, vols []platform
 		return nil, err
 	}
 	c := &container{
-		name: unsafeName.ReplaceAllString(runid.Prefix+string(p.env.Run)+"-"+trial+"-"+name, "_"),
+		name: docker.ContainerName(p.env.Run, trial, name),
 		ip:   ip,
 		veth: fmt.Sprintf("nnx%sc%d", p.env.Run.Short(), n%1000),
 	}
@@ -378,10 +374,17 @@ func (p *Platform) halt(ctx context.Context, c *container) error {
 		errs = append(errs, fmt.Errorf("removing container %s: %w", c.name, err))
 	}
 	p.mu.Lock()
-	if p.br != nil && c.ip.IsValid() {
-		p.br.give(c.ip)
-	}
+	br := p.br
 	p.mu.Unlock()
+	if br != nil && c.ip.IsValid() {
+		// The host's neighbour entry still names the gone container's
+		// MAC: a container given the address next would not be reached
+		// (its agent would not answer) until the entry went stale.
+		ip2(ctx, "neigh", "flush", "to", c.ip.String(), "dev", br.name)
+		p.mu.Lock()
+		br.give(c.ip)
+		p.mu.Unlock()
+	}
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,15 @@ func TestLXC(t *testing.T) {
 	if err != nil || !strings.Contains(string(res.Stdout), vmagent.SupervisorPath) {
 		t.Errorf("job: %v, stdout %q: want it to run in a container whose init is the agent", err, res.Stdout)
 	}
+	// A server reaches another server's container across the run's bridge
+	// (its Listen admits the bridge's subnet).
+	host, port, _ := net.SplitHostPort(addr)
+	res, err = p.RunJob(ctx, "t1", platform.Spec{Name: "peer", Command: func(l platform.Listen) []string {
+		return []string{"timeout", "10", "redis-cli", "-h", host, "-p", port, "ping"}
+	}})
+	if err != nil || !strings.Contains(string(res.Stdout), "PONG") {
+		t.Errorf("a peer container asking the server at %s: %v, stdout %q stderr %q: want PONG", addr, err, res.Stdout, res.Stderr)
+	}
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +174,7 @@ func TestLXCCrashCleanup(t *testing.T) {
 }
 
 // leftovers lists what of run is left: processes carrying its ID, links
-// with its alias, cgroups, temp dirs.
+// with its alias, iptables rules with its comment, cgroups, temp dirs.
 func leftovers(run runid.ID) []string {
 	var out []string
 	key := []byte(runid.EnvVar + "=" + string(run))
@@ -185,6 +195,14 @@ func leftovers(run runid.ID) []string {
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], "nnx"+run.Short()) {
 			out = append(out, "link "+strings.TrimSuffix(f[1], ":"))
+		}
+	}
+	// The bridge's forward rule, by the run's comment and the bridge's
+	// name (the client host's rules go when the test ends).
+	rules, _ := exec.Command("iptables-save").Output()
+	for _, l := range strings.Split(string(rules), "\n") {
+		if strings.HasPrefix(l, "-A ") && strings.Contains(l, runid.Label+"="+string(run)) && strings.Contains(l, "nnx"+run.Short()) {
+			out = append(out, "iptables rule "+l)
 		}
 	}
 	for _, l := range cgroup.Leftovers(run) {

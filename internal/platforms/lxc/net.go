@@ -3,12 +3,14 @@ package lxc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
 
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/subnet"
 )
@@ -29,6 +31,11 @@ type bridge struct {
 	subnet netip.Prefix
 	host   netip.Addr
 	used   map[netip.Addr]bool
+	// forward is the iptables rule that lets the containers reach each
+	// other (vm.AllowForward; nil: none needed or none made), isolated
+	// why they cannot when it was refused.
+	forward  []string
+	isolated string
 }
 
 // newBridge makes the bridge nnx<short> of run on a free /24 of Pool.
@@ -63,6 +70,7 @@ func newBridge(ctx context.Context, run runid.ID) (_ *bridge, err error) {
 			return nil, err
 		}
 	}
+	b.forward, b.isolated = vm.AllowForward(b.name, run)
 	return b, nil
 }
 
@@ -88,16 +96,18 @@ func (b *bridge) broadcast() netip.Addr {
 }
 
 // remove deletes the bridge (the containers' veths went with their
-// namespaces) and releases the subnet.
+// namespaces) and its forward rule, and releases the subnet.
 func (b *bridge) remove() error {
 	if b == nil {
 		return nil
 	}
 	defer subnet.Release(b.subnet)
+	ferr := vm.RemoveForward(b.forward)
+	b.forward = nil
 	if _, err := net.InterfaceByName(b.name); err != nil {
-		return nil
+		return ferr
 	}
-	return ip(context.Background(), "link", "del", "dev", b.name)
+	return errors.Join(ferr, ip(context.Background(), "link", "del", "dev", b.name))
 }
 
 // ip runs ip(8); its error quotes the command and what it printed.

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/cgroup"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
@@ -33,22 +31,22 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err != nil {
 		return nil, err
 	}
-	s := &server{p: p, c: c, ports: ports, logPath: logPath(p.env.LogDir, trial, spec.Name)}
 	defer func() {
 		if err != nil {
-			s.Stop(context.WithoutCancel(ctx))
+			p.halt(context.WithoutCancel(ctx), c)
 		}
 	}()
 	l := p.listen(c, ports)
-	s.argv = spec.Command(l)
-	if len(s.argv) == 0 {
+	argv := spec.Command(l)
+	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
 	}
-	s.pid, err = c.agent.Start(ctx, p.proc(spec, l, s.argv))
+	pid, err := c.agent.Start(ctx, p.proc(spec, l, argv))
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting %s in container %s: %w", p.name, spec.Name, c.name, err)
 	}
-	return s, nil
+	return &server{p: p, c: c, ports: ports, Process: &vmagent.Process{Agent: c.agent, PID: pid, Argv: argv,
+		LogPath: docker.LogPath(p.env.LogDir, trial, spec.Name), Grace: stopTimeout, Bound: haltTimeout}}, nil
 }
 
 // listen is where a server of container c listens: the container's own
@@ -114,26 +112,14 @@ func (p *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec)
 	return res, nil
 }
 
-// server is a server in its container.
+// server is a server in its container: the process the container's agent
+// started (its command, output, exit and Stop are vmagent.Process's), and
+// the container, which goes when the server stops.
 type server struct {
-	p       *Platform
-	c       *container
-	ports   map[string]int
-	argv    []string
-	pid     int
-	logPath string
-
-	mu      sync.Mutex
-	stopped bool
-}
-
-// logPath is where the output of server spec in trial goes, "" without a
-// log dir.
-func logPath(dir, trial, spec string) string {
-	if dir == "" {
-		return ""
-	}
-	return filepath.Join(dir, unsafeName.ReplaceAllString(trial+"-"+spec, "_")+".log")
+	*vmagent.Process
+	p     *Platform
+	c     *container
+	ports map[string]int
 }
 
 // Addr implements platform.Server: the container's address, routed from
@@ -146,9 +132,6 @@ func (s *server) Addr(port string) string {
 	return net.JoinHostPort(s.c.ip.String(), strconv.Itoa(n))
 }
 
-// Command implements platform.Server.
-func (s *server) Command() []string { return append([]string(nil), s.argv...) }
-
 // Describe implements platform.Server.
 func (s *server) Describe() string {
 	var b strings.Builder
@@ -156,7 +139,7 @@ func (s *server) Describe() string {
 	if v := version(); v != "" {
 		fmt.Fprintf(&b, " (lxc %s)", v)
 	}
-	fmt.Fprintf(&b, " on %s %s, booted in %v, server pid %d started by the agent", s.p.br.name, s.c.ip, s.c.booted.Round(time.Millisecond), s.pid)
+	fmt.Fprintf(&b, " on %s %s, booted in %v, server pid %d started by the agent", s.p.br.name, s.c.ip, s.c.booted.Round(time.Millisecond), s.PID)
 	var parts []string
 	for name, n := range s.ports {
 		parts = append(parts, fmt.Sprintf("client to %s:%d (%s; veth, routed, no NAT)", s.c.ip, n, name))
@@ -184,50 +167,13 @@ func (s *server) CPUSource() string {
 	return "the LXC container's cgroup " + s.c.cgroup + " (the server, and the agent that started it, idle during the load)"
 }
 
-// LogTail implements deploy.LogTailer.
-func (s *server) LogTail(ctx context.Context, lines int) string {
-	st, err := s.c.agent.Status(ctx, s.pid)
-	if err != nil {
-		return fmt.Sprintf("(log unavailable: %v)", err)
-	}
-	return st.Tail
-}
-
-// Exited implements deploy.Exiter.
-func (s *server) Exited(ctx context.Context) error {
-	st, err := s.c.agent.Status(ctx, s.pid)
-	if err != nil {
-		return err
-	}
-	if !st.Running {
-		return fmt.Errorf("server in container %s %s", s.c.name, st.Exit)
-	}
-	return nil
-}
-
 // Stop implements platform.Server: the agent stops the server (SIGTERM,
 // then SIGKILL), its output goes to the log file, and the container goes.
+// A second call does nothing.
 func (s *server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return nil
-	}
-	s.stopped = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), haltTimeout)
-	defer cancel()
 	var errs []error
-	if s.pid > 0 {
-		out, err := s.c.agent.Stop(ctx, s.pid, stopTimeout)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stopping the server in container %s: %w", s.c.name, err))
-		}
-		if s.logPath != "" {
-			os.MkdirAll(filepath.Dir(s.logPath), 0o755)
-			if err := os.WriteFile(s.logPath, out, 0o644); err != nil {
-				errs = append(errs, err)
-			}
-		}
+	if err := s.Process.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stopping the server in container %s: %w", s.c.name, err))
 	}
 	errs = append(errs, s.p.halt(ctx, s.c))
 	return errors.Join(errs...)

@@ -23,10 +23,31 @@ import (
 
 // Podman's networks and interfaces (its defaults in 4.x).
 const (
-	rootfulNetwork = "podman"  // the default network, netavark's bridge
-	rootfulBridge  = "podman0" // its host interface
+	rootfulNetwork = "podman" // the default network, a bridge
 	rootlessMode   = "slirp4netns"
 )
+
+// rootfulBridge is the host interface of the default network with the
+// network backend the service reports (Podman's default names; podman0,
+// netavark's, when the service does not say).
+func rootfulBridge(backend string) string {
+	if backend == "cni" {
+		return "cni-podman0"
+	}
+	return "podman0"
+}
+
+// publishVia says what forwards a rootful container's published port
+// with the service's network backend.
+func publishVia(backend string) string {
+	switch backend {
+	case "netavark":
+		return "netavark's iptables DNAT"
+	case "cni":
+		return "the CNI portmap plugin's iptables DNAT"
+	}
+	return "Podman's port publishing (its network backend unreported)"
+}
 
 // slirpNet is the subnet slirp4netns gives a rootless container; the
 // container's connections from rootlessport come from it.
@@ -42,8 +63,8 @@ func (s *Service) flavor() docker.Flavor {
 	f := docker.Flavor{
 		Name:       s.describe(),
 		Network:    rootfulNetwork,
-		Bridge:     rootfulBridge,
-		PublishVia: "netavark's iptables DNAT",
+		Bridge:     rootfulBridge(s.backend),
+		PublishVia: publishVia(s.backend),
 		Ulimits:    ulimits(),
 		CgroupDirs: func(id string) []string {
 			return []string{"libpod_parent/libpod-" + id, "machine.slice/libpod-" + id + ".scope"}

@@ -65,6 +65,26 @@ func (p *Platform) Name() string { return p.name }
 
 func (p *Platform) rootless() bool { return p.kind == platform.PodmanRootless }
 
+// Network says how the service's containers are networked and their ports
+// published, as the service reports it; "" before Check or a server
+// started the service.
+func (p *Platform) Network() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.svc == nil {
+		return ""
+	}
+	f := p.svc.flavor()
+	if p.rootless() {
+		return f.NetworkMode + " network, ports published by " + f.PublishVia
+	}
+	backend := p.svc.backend
+	if backend == "" {
+		backend = "Podman's"
+	}
+	return backend + " bridge, ports published by " + f.PublishVia
+}
+
 // Check implements platform.Checker: Podman is installed, its OCI runtime
 // can start here, the rootless user is set up (for podman-rootless), the
 // workload image is in Docker, and the service answers.
@@ -76,12 +96,8 @@ func (p *Platform) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ok, err := eng.ImageExists(ctx, p.env.Image)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	if !ok {
-		return platform.Unavailablef("image %s missing: run `nearnative image build`", p.env.Image)
+	if err := eng.CheckImage(ctx, p.name, p.env.Image); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,10 +119,8 @@ func Prerequisites(rootless bool) error {
 	if _, err := exec.LookPath("podman"); err != nil {
 		return platform.Unavailablef("podman is not installed: apt-get install podman (make setup does)")
 	}
-	if ctrls := docker.HybridControllers(); len(ctrls) > 0 {
-		return platform.Unavailablef("Podman's OCI runtime, crun, refuses a hybrid cgroup layout whose v2 mount holds controllers (here: %s): "+
-			"mount them on v1 (make setup does: mkdir -p /sys/fs/cgroup/%s && mount -t cgroup -o %s cgroup /sys/fs/cgroup/%s)",
-			strings.Join(ctrls, " "), ctrls[0], ctrls[0], ctrls[0])
+	if err := docker.CrunCgroupLayout(); err != nil {
+		return fmt.Errorf("Podman's OCI runtime, %w", err)
 	}
 	if !rootless {
 		return nil

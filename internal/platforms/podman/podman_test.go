@@ -109,6 +109,11 @@ func TestPodman(t *testing.T) {
 			if d := s.Describe(); !strings.Contains(d, "Podman") || !strings.Contains(d, "published "+addr) {
 				t.Errorf("Describe() = %q, want Podman and the published address", d)
 			}
+			// What publishes the port is what the service reports, not
+			// assumed: rootful, its network backend (setup installs netavark).
+			if kind == platform.Podman && (p.svc.backend == "" || !strings.Contains(s.Describe(), publishVia(p.svc.backend))) {
+				t.Errorf("network backend %q, Describe() = %q: want the backend the service reports, and the port published by it", p.svc.backend, s.Describe())
+			}
 			cpu := s.(platform.CPUReporter)
 			before, err := cpu.CPUTime(ctx)
 			if err != nil {

@@ -82,6 +82,9 @@ type Service struct {
 	log            string // the service's output
 	eng            *docker.Daemon
 	version        string
+	// backend is the rootful service's network backend as it reports it
+	// ("netavark", "cni"; "" when it does not say).
+	backend string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -152,6 +155,9 @@ func StartService(ctx context.Context, run runid.ID, rootless bool) (_ *Service,
 	if err := s.waitSocket(ctx, sock); err != nil {
 		return nil, err
 	}
+	if !rootless {
+		s.backend = s.networkBackend(ctx, sock)
+	}
 	if s.eng, err = docker.ConnectFlavor(ctx, "unix://"+sock, s.flavor()); err != nil {
 		return nil, err
 	}
@@ -194,6 +200,20 @@ func (s *Service) waitSocket(ctx context.Context, sock string) error {
 		return fmt.Errorf("podman system service did not make its socket %s (%w); its log says:\n%s", sock, err, s.logTail())
 	}
 	return nil
+}
+
+// networkBackend asks the service on sock which network backend it runs
+// its bridge with ("netavark", "cni"); "" when it does not say.
+func (s *Service) networkBackend(ctx context.Context, sock string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "podman", "--url", "unix://"+sock, "info", "--format", "{{.Host.NetworkBackend}}")
+	cmd.Env = s.environ()
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 var errExited = errors.New("the service exited")

@@ -50,26 +50,44 @@ type bridge struct {
 // iptables' FORWARD chain (set once br_netfilter is loaded, as Docker does).
 const bridgeNetfilter = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 
-// allowForward lets the guests on bridge b reach each other. With
-// bridge-nf-call-iptables on, frames from one tap to another pass the FORWARD
-// chain, whose policy Docker sets to DROP: guest-to-guest traffic (a web
-// tier in one guest, its database in another) then times out while the
-// host still reaches every guest. A rule accepting the bridge's own
-// traffic, labelled with the run in its comment, goes first in FORWARD
-// and is deleted with the bridge (and, left by a crashed run, by nearnative
-// cleanup's sweep of run-labelled rules, cleanup.IPTables).
+// allowForward lets the guests on bridge b reach each other (AllowForward).
 func (b *bridge) allowForward(run runid.ID) {
+	b.forward, b.isolated = AllowForward(b.name, run)
+}
+
+// AllowForward lets the hosts on the Linux bridge name (guests on their
+// taps, containers on their veths) reach each other. With
+// bridge-nf-call-iptables on, frames from one port to another pass the
+// FORWARD chain, whose policy Docker sets to DROP: traffic between them (a
+// web tier in one guest, its database in another) then times out while the
+// host still reaches each. A rule accepting the bridge's own traffic,
+// labelled with the run in its comment, goes first in FORWARD; the caller
+// deletes it with the bridge (RemoveForward), and nearnative cleanup's sweep
+// of run-labelled rules (cleanup.IPTables) after a crash. It returns the
+// rule (nil: none needed, or refused), and when refused why the hosts
+// cannot reach each other.
+func AllowForward(name string, run runid.ID) (rule []string, isolated string) {
 	if v, err := os.ReadFile(bridgeNetfilter); err != nil || strings.TrimSpace(string(v)) != "1" {
-		return
+		return nil, ""
 	}
-	rule := forwardRule(b.name, run)
+	rule = forwardRule(name, run)
 	out, err := exec.Command("iptables", append([]string{"-w", "-I"}, rule...)...).CombinedOutput()
 	if err != nil {
-		b.isolated = fmt.Sprintf("%s is on, and the iptables rule that would let guests reach each other was refused (iptables -I %s: %v: %s)",
+		return nil, fmt.Sprintf("%s is on, and the iptables rule that would let the bridge's hosts reach each other was refused (iptables -I %s: %v: %s)",
 			bridgeNetfilter, strings.Join(rule, " "), err, bytes.TrimSpace(out))
-		return
 	}
-	b.forward = rule
+	return rule, ""
+}
+
+// RemoveForward deletes a rule AllowForward made; nil does nothing.
+func RemoveForward(rule []string) error {
+	if rule == nil {
+		return nil
+	}
+	if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, rule...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables -D %s: %w: %s", strings.Join(rule, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // forwardRule is the FORWARD rule accepting bridge name's own traffic.
@@ -138,13 +156,8 @@ func (b *bridge) remove() error {
 	if b == nil {
 		return nil
 	}
-	var ferr error
-	if b.forward != nil {
-		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, b.forward...)...).CombinedOutput(); err != nil {
-			ferr = fmt.Errorf("iptables -D %s: %w: %s", strings.Join(b.forward, " "), err, bytes.TrimSpace(out))
-		}
-		b.forward = nil
-	}
+	ferr := RemoveForward(b.forward)
+	b.forward = nil
 	return errors.Join(ferr, delLink(b.name))
 }
 
