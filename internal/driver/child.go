@@ -18,6 +18,7 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/tailbuf"
 )
 
 // ChildArg is the hidden nearnative command that runs a child driver
@@ -147,7 +148,7 @@ func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte, thr
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: stderrTail}
+	stderr := &tailbuf.Buffer{Max: stderrTail}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(plan), &stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -196,31 +197,4 @@ func ChildMain(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("writing the driver result: %w", err)
 	}
 	return nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
-	if s == "" {
-		return "(no output on stderr)"
-	}
-	return s
 }
