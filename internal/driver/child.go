@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/tailbuf"
@@ -59,9 +58,6 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 	}
 	t0 := time.Now().Add(childStartDelay)
 	n := c.Drivers
-	if r, ok := c.Client.(host.Remote); ok {
-		return runRemoteChildren(ctx, c, r.Drivers(), t0)
-	}
 	results := make([]*Result, n)
 	errs := make([]error, n)
 	cmds := make([]string, n)
