@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,9 +70,11 @@ func (a *app) connectHosts(ctx context.Context, path string, st *study.Study) (*
 func Placement(f *hostfile.File) string {
 	sut := f.With(hostfile.RoleSUT)[0]
 	parts := []string{fmt.Sprintf("servers on sut host %s (%s)", sut.Name, sut.Address)}
-	for role, name := range f.Place {
+	// In the roles' order: the line is a stored note, the same for the
+	// same file.
+	for _, role := range slices.Sorted(maps.Keys(f.Place)) {
 		if role != hostfile.Driver {
-			h, _ := f.Host(name)
+			h, _ := f.Host(f.Place[role])
 			parts = append(parts, fmt.Sprintf("%s on %s (%s)", role, h.Name, h.Address))
 		}
 	}
