@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/hostfile"
@@ -16,6 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/vmagent"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -112,10 +112,7 @@ func (d doctorHost) Name() string { return d.c.Host.Name }
 func (d doctorHost) Output(ctx context.Context, cmd string) ([]byte, error) {
 	return d.c.Output(ctx, cmd, nil)
 }
-func (d doctorHost) Offset() (time.Duration, time.Duration) {
-	o := d.c.Offset()
-	return o.Offset, o.RTT
-}
+func (d doctorHost) Offset() vmagent.Offset { return d.c.Offset() }
 
 // doctorHosts checks every host of the hosts file at path.
 func (a *app) doctorHosts(ctx context.Context, path string) error {
