@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/hostfile"
@@ -14,6 +15,7 @@ import (
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/vmagent"
 	"github.com/nearnative/nearnative/internal/workload"
 )
 
@@ -68,9 +70,11 @@ func (a *app) connectHosts(ctx context.Context, path string, st *study.Study) (*
 func Placement(f *hostfile.File) string {
 	sut := f.With(hostfile.RoleSUT)[0]
 	parts := []string{fmt.Sprintf("servers on sut host %s (%s)", sut.Name, sut.Address)}
-	for role, name := range f.Place {
+	// In the roles' order: the line is a stored note, the same for the
+	// same file.
+	for _, role := range slices.Sorted(maps.Keys(f.Place)) {
 		if role != hostfile.Driver {
-			h, _ := f.Host(name)
+			h, _ := f.Host(f.Place[role])
 			parts = append(parts, fmt.Sprintf("%s on %s (%s)", role, h.Name, h.Address))
 		}
 	}
@@ -108,10 +112,7 @@ func (d doctorHost) Name() string { return d.c.Host.Name }
 func (d doctorHost) Output(ctx context.Context, cmd string) ([]byte, error) {
 	return d.c.Output(ctx, cmd, nil)
 }
-func (d doctorHost) Offset() (time.Duration, time.Duration) {
-	o := d.c.Offset()
-	return o.Offset, o.RTT
-}
+func (d doctorHost) Offset() vmagent.Offset { return d.c.Offset() }
 
 // doctorHosts checks every host of the hosts file at path.
 func (a *app) doctorHosts(ctx context.Context, path string) error {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
 // Remote is a connected host of a hosts file, as the host checks need it
@@ -15,9 +17,9 @@ type Remote interface {
 	Name() string
 	// Output runs a shell command there and returns its stdout.
 	Output(ctx context.Context, cmd string) ([]byte, error)
-	// Offset is the host's clock offset from this machine and the
-	// reading's round trip.
-	Offset() (offset, rtt time.Duration)
+	// Offset is the host's clock offset from this machine, as read when
+	// it connected.
+	Offset() vmagent.Offset
 }
 
 // HostTools are the commands a sut or driver host needs: the workload
@@ -51,14 +53,9 @@ func Hosts(ctx context.Context, hosts []Remote, limit time.Duration) []Check {
 			}
 			versions[t.Package][h.Name()] = v
 		}
-		off, rtt := h.Offset()
-		worst := off
-		if worst < 0 {
-			worst = -worst
-		}
-		worst += rtt / 2
-		c := Check{Name: name, Status: OK, Detail: fmt.Sprintf("clock offset %v ± %v (limit %v)", off.Round(time.Microsecond), (rtt / 2).Round(time.Microsecond), limit)}
-		if worst > limit {
+		off := h.Offset()
+		c := Check{Name: name, Status: OK, Detail: fmt.Sprintf("clock offset %v ± %v (limit %v)", off.Offset.Round(time.Microsecond), (off.RTT / 2).Round(time.Microsecond), limit)}
+		if off.Bound() > limit { // the rule the run refuses a host by (sshhost.Set.CheckClocks)
 			c.Status, c.Fix = Fail, "synchronise the clocks of "+h.Name()+" and this machine (chrony or systemd-timesyncd against one server), or raise clock_offset_max"
 		}
 		out = append(out, c)

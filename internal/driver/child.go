@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/tailbuf"
 )
 
 // ChildArg is the hidden nearnative command that runs a child driver
@@ -58,9 +58,6 @@ func runChildren(ctx context.Context, c Config) (*Result, error) {
 	}
 	t0 := time.Now().Add(childStartDelay)
 	n := c.Drivers
-	if r, ok := c.Client.(host.Remote); ok {
-		return runRemoteChildren(ctx, c, r.Drivers(), t0)
-	}
 	results := make([]*Result, n)
 	errs := make([]error, n)
 	cmds := make([]string, n)
@@ -147,7 +144,7 @@ func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte, thr
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: stderrTail}
+	stderr := &tailbuf.Buffer{Max: stderrTail}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(plan), &stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -196,31 +193,4 @@ func ChildMain(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("writing the driver result: %w", err)
 	}
 	return nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.b))
-	if s == "" {
-		return "(no output on stderr)"
-	}
-	return s
 }

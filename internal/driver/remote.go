@@ -12,12 +12,14 @@ import (
 )
 
 // runRemoteChildren spreads the load over driver hosts: c.Drivers child
-// processes (at least one per host), child k on host k mod len(hosts), each
-// run by the host's agent with its plan on stdin. The plans share one start
-// time, moved into each host's clock by its measured offset; the children's
-// results, histograms included, merge exactly as local children's do.
+// processes (at least one per host, also when c.Drivers is 0), child k on
+// host k mod len(hosts), each run by the host's agent with its plan on
+// stdin. The plans share one start time, moved into each host's clock by
+// its measured offset; the children's results, histograms included, merge
+// exactly as local children's do.
 func runRemoteChildren(ctx context.Context, c Config, hosts []host.Runner, t0 time.Time) (*Result, error) {
 	n := max(c.Drivers, len(hosts))
+	c.Drivers = n // the plans and the result count the processes that ran
 	results := make([]*Result, n)
 	errs := make([]error, n)
 	cmds := make([]string, n)

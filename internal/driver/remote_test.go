@@ -104,3 +104,32 @@ func TestRemoteChildrenMergeExactly(t *testing.T) {
 		t.Errorf("commands %q", r.Commands)
 	}
 }
+
+// TestRunOnDriverHostsWithoutDrivers: with driver hosts, a run that asks
+// for no child processes (drivers: 0, the users in this process) still
+// runs its load there, one child per host, rather than in this process
+// through the first host's SSH connection.
+func TestRunOnDriverHostsWithoutDrivers(t *testing.T) {
+	ha := &fakeDriverHost{name: "client1", lat: []time.Duration{time.Millisecond}}
+	hb := &fakeDriverHost{name: "client2", lat: []time.Duration{2 * time.Millisecond}}
+	c := Config{
+		Behaviour: "test-sleep", Params: map[string]string{"sleep": "1ms"},
+		Mode: Closed, Users: 4,
+		Pacing: Pacing{Mode: Cycle, Delay: Distribution{Kind: Fixed, Mean: 20 * time.Millisecond}},
+		Phases: Phases{Steady: 100 * time.Millisecond},
+		Client: remoteClient{hosts: []host.Runner{ha, hb}},
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ha.plans) != 1 || len(hb.plans) != 1 {
+		t.Fatalf("plans run on the driver hosts: %d and %d, want one each", len(ha.plans), len(hb.plans))
+	}
+	if ha.plans[0].Of != 2 || ha.plans[0].Config.Drivers != 2 || r.Drivers != 2 {
+		t.Fatalf("plan of %d (drivers %d), result drivers %d: want 2 processes", ha.plans[0].Of, ha.plans[0].Config.Drivers, r.Drivers)
+	}
+	if got := r.Ops["get"]; got == nil || got.Count != 2 {
+		t.Fatalf("merged result %+v, want the hosts' two operations", r.Ops)
+	}
+}

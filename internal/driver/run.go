@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/host"
 )
 
 // share is the part of a run one driver process does.
@@ -30,6 +32,13 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
+	if r, ok := c.Client.(host.Remote); ok {
+		// The load runs on the driver hosts whatever Drivers says: users
+		// in this process would reach the servers through the first
+		// driver host's SSH connection, their latency timed here with SSH
+		// on the path.
+		return runRemoteChildren(ctx, c, r.Drivers(), time.Now().Add(childStartDelay))
+	}
 	if c.Drivers > 0 {
 		return runChildren(ctx, c)
 	}

@@ -132,8 +132,16 @@ func TestNSLifecycle(t *testing.T) {
 	if from := <-accepted; !strings.HasPrefix(from, h.ClientAddr()+":") {
 		t.Errorf("the server saw the client at %s, want %s", from, h.ClientAddr())
 	}
-	// The namespace is not this machine: its 127.0.0.1 is its own.
-	if _, err := h.DialContext(dctx, "tcp", "127.0.0.1:"+strings.Split(l.Addr().String(), ":")[1]); err == nil {
+	// The namespace is not this machine: its 127.0.0.1 is its own. (A
+	// listener on this machine's 127.0.0.1, which a dial made outside the
+	// namespace would reach.)
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	if c, err := h.DialContext(dctx, "tcp", lo.Addr().String()); err == nil {
+		c.Close()
 		t.Error("dialing 127.0.0.1 from the namespace reached this machine's listener")
 	}
 	if _, err := h.DialContext(dctx, "tcp", "localhost:80"); err == nil || !strings.Contains(err.Error(), "IP address") {

@@ -23,8 +23,8 @@ type planned struct {
 // Planned is the client host a run with setting s would have, for checks
 // made without a run: the loopback host for `client: host`, otherwise a
 // netns host that is only described (its addresses are the first of s's
-// subnet or of Pool; Wrap, DialContext and Route fail, CanRoute checks
-// this machine as NewNS would). It makes nothing.
+// subnet or of Pool; DialContext and Route fail, Wrap leaves a command as
+// it is, CanRoute checks this machine as NewNS would). It makes nothing.
 func Planned(s Setting) Host {
 	if s.Kind() == Loopback {
 		return LoopbackHost()

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -111,6 +110,5 @@ func (p *Hosts) Close(ctx context.Context) error {
 	if p.ns == nil {
 		return nil
 	}
-	err := p.ns.Close(ctx)
-	return errors.Join(err)
+	return p.ns.Close(ctx)
 }

@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nearnative/nearnative/internal/yamlnode"
 )
 
 // Roles a host may have.
@@ -136,8 +138,6 @@ func (d decoder) errf(line int, format string, args ...any) error {
 	return &Error{File: d.file, Line: line, Err: fmt.Errorf(format, args...)}
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
-
 // Parse decodes a hosts file (file names it in messages and anchors the
 // relative paths in it). It rejects unknown keys and wrong types; Validate
 // checks the values.
@@ -148,15 +148,8 @@ func Parse(data []byte, file string) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, d.errf(1, "the hosts file is empty: want hosts: with at least one host")
 		}
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		line := 0
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			if m[1] != "" {
-				line, _ = strconv.Atoi(m[1])
-			}
-			msg = msg[len(m[0]):]
-		}
-		return nil, d.errf(max(line, 1), "invalid YAML: %s", msg)
+		line, msg := yamlnode.Syntax(err)
+		return nil, d.errf(line, "invalid YAML: %s", msg)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -172,7 +165,7 @@ func Parse(data []byte, file string) (*File, error) {
 		switch key {
 		case "hosts":
 			if v.Kind != yaml.SequenceNode {
-				return d.errf(v.Line, "hosts: want a list of hosts, got %s", kindName(v))
+				return d.errf(v.Line, "hosts: want a list of hosts, got %s", yamlnode.KindName(v))
 			}
 			for i, item := range v.Content {
 				h, err := d.host(item, fmt.Sprintf("hosts[%d]", i), dir)
@@ -187,7 +180,7 @@ func Parse(data []byte, file string) (*File, error) {
 			return err
 		case "place":
 			if v.Kind != yaml.MappingNode {
-				return d.errf(v.Line, "place: want a mapping of role to host name, e.g. {driver: client1, redis: sut1}, got %s", kindName(v))
+				return d.errf(v.Line, "place: want a mapping of role to host name, e.g. {driver: client1, redis: sut1}, got %s", yamlnode.KindName(v))
 			}
 			return d.fields(v, "place", nil, func(role string, k, v *yaml.Node) error {
 				name, err := d.str("place."+role, v)
@@ -218,7 +211,7 @@ func Parse(data []byte, file string) (*File, error) {
 func (d decoder) host(n *yaml.Node, where, dir string) (Host, error) {
 	h := Host{Port: DefaultPort, Line: n.Line}
 	if n.Kind != yaml.MappingNode {
-		return h, d.errf(n.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(hostKeys, ", "), kindName(n))
+		return h, d.errf(n.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(hostKeys, ", "), yamlnode.KindName(n))
 	}
 	err := d.fields(n, where, hostKeys, func(key string, k, v *yaml.Node) error {
 		var err error
@@ -231,7 +224,7 @@ func (d decoder) host(n *yaml.Node, where, dir string) (Host, error) {
 			h.User, err = d.str(where+".user", v)
 		case "port":
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
-				return d.errf(v.Line, "%s.port: want a number, got %s", where, kindName(v))
+				return d.errf(v.Line, "%s.port: want a number, got %s", where, yamlnode.KindName(v))
 			}
 			h.Port, err = strconv.Atoi(v.Value)
 			if err != nil || h.Port < 1 || h.Port > 65535 {
@@ -245,7 +238,7 @@ func (d decoder) host(n *yaml.Node, where, dir string) (Host, error) {
 			err = d.boolean(where+".agent", v, &h.Agent)
 		case "roles":
 			if v.Kind != yaml.SequenceNode {
-				return d.errf(v.Line, "%s.roles: want a list such as [sut] or [sut, driver], got %s", where, kindName(v))
+				return d.errf(v.Line, "%s.roles: want a list such as [sut] or [sut, driver], got %s", where, yamlnode.KindName(v))
 			}
 			for _, r := range v.Content {
 				s, err := d.str(where+".roles", r)
@@ -276,55 +269,26 @@ func resolve(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// fields calls set for each key of mapping n in order, refusing unknown
+// (known nil allows any) and duplicate keys; a null value is passed to set,
+// which refuses it.
 func (d decoder) fields(n *yaml.Node, where string, known []string, set func(key string, k, v *yaml.Node) error) error {
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		for v.Kind == yaml.AliasNode && v.Alias != nil {
-			v = v.Alias
-		}
-		if k.Kind != yaml.ScalarNode {
-			return d.errf(k.Line, "%s: a key must be a plain name, got %s", where, kindName(k))
-		}
-		if known != nil && !slices.Contains(known, k.Value) {
-			return d.errf(k.Line, "unknown key %q in %s (known: %s)", k.Value, where, strings.Join(known, ", "))
-		}
-		if first, dup := seen[k.Value]; dup {
-			return d.errf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, where, first)
-		}
-		seen[k.Value] = k.Line
-		if err := set(k.Value, k, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return yamlnode.Fields(n, where, known, false, d.errf, set)
 }
 
 func (d decoder) str(where string, v *yaml.Node) (string, error) {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
-		return "", d.errf(v.Line, "%s: want a string, got %s", where, kindName(v))
+		return "", d.errf(v.Line, "%s: want a string, got %s", where, yamlnode.KindName(v))
 	}
 	return v.Value, nil
 }
 
 func (d decoder) boolean(where string, v *yaml.Node, dst *bool) error {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" {
-		return d.errf(v.Line, "%s: want true or false, got %s", where, kindName(v))
+		return d.errf(v.Line, "%s: want true or false, got %s", where, yamlnode.KindName(v))
 	}
 	*dst = v.Value == "true"
 	return nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
 }
 
 var hostName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)

@@ -54,7 +54,7 @@ func TestParseErrors(t *testing.T) {
 		{"roles type", "hosts:\n  - name: a\n    roles: sut\n", "h.yaml:3: hosts[0].roles: want a list"},
 		{"agent type", "hosts:\n  - name: a\n\n    agent: yes please\n", "h.yaml:4: hosts[0].agent: want true or false"},
 		{"hosts type", "hosts: a\n", "h.yaml:1: hosts: want a list of hosts"},
-		{"syntax", "hosts:\n  - name: [a\n", "h.yaml:"},
+		{"syntax", "hosts:\n  - name: [a\n", "h.yaml:2: invalid YAML: did not find expected ',' or ']'"},
 		{"place type", "hosts: []\nplace: [a]\n", "h.yaml:2: place: want a mapping"},
 		{"duplicate", "hosts: []\nhosts: []\n", "h.yaml:2: duplicate key \"hosts\""},
 	} {

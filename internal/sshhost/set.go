@@ -65,20 +65,12 @@ func (s *Set) CheckClocks(limit time.Duration) error {
 	for _, h := range s.File.Hosts {
 		c := s.conns[h.Name]
 		off := c.offset.Offset
-		worst := abs(off) + c.offset.RTT/2
-		if worst > limit {
+		if c.offset.Bound() > limit {
 			errs = append(errs, fmt.Errorf("%w: host %s: clock %v from this machine's (± %v), over the %v allowed: synchronise both clocks (chrony or systemd-timesyncd against the same server), or raise clock_offset_max in the hosts file",
 				ErrClock, h.Name, off.Round(time.Microsecond), (c.offset.RTT/2).Round(time.Microsecond), limit))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }
 
 // Conn returns the connection of the host named name.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/sysinfo"
+	"github.com/nearnative/nearnative/internal/tailbuf"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
@@ -94,7 +95,7 @@ type Conn struct {
 	agent  *vmagent.Client
 	sess   *ssh.Session
 	stdin  io.WriteCloser
-	stderr *tail
+	stderr *tailbuf.Buffer
 	offset vmagent.Offset
 	cpus   []int
 
@@ -111,7 +112,7 @@ func Connect(ctx context.Context, h hostfile.Host, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Host: h, client: client, done: make(chan struct{}), stderr: &tail{max: 4096}, bin: o.RemoteBinary}
+	c := &Conn{Host: h, client: client, done: make(chan struct{}), stderr: &tailbuf.Buffer{Max: 4096}, bin: o.RemoteBinary}
 	if c.bin == "" {
 		c.bin = RemoteBinary
 	}
@@ -547,29 +548,6 @@ func (c *Conn) Close() error {
 		}
 	}
 	return c.client.Close()
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.b))
 }
 
 // ServeAgent is the agent command's body on a remote host: it reads the

@@ -173,11 +173,27 @@ func TestDroppedConnectionFailsTheJobNamingTheHost(t *testing.T) {
 	}
 	defer c.Close()
 	marker := fmt.Sprintf("%d", 100000+rand.IntN(800000))
-	time.AfterFunc(700*time.Millisecond, d.cut)
-	start := time.Now()
+	// The connection is cut once the job runs there, so that the check
+	// below that the agent killed it cannot pass for a job that never
+	// started.
+	started := make(chan time.Time, 1)
+	go func() {
+		defer close(started)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if sleeping(marker) {
+				started <- time.Now()
+				d.cut()
+				return
+			}
+		}
+	}()
 	_, err = c.RunJob(ctx, []string{"sleep", marker}, nil)
 	if err == nil {
 		t.Fatal("the job survived its host's dropped connection")
+	}
+	start, ok := <-started
+	if !ok {
+		t.Fatalf("sleep %s never ran on %s: %v", marker, h.Name, err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the drop was noticed after %v", took)

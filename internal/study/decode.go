@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nearnative/nearnative/internal/yamlnode"
 )
 
 // Keys accepted in each part of a study file, in documentation order.
@@ -51,15 +51,15 @@ func decode(data []byte, file string) (*Study, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	root = deref(root)
+	root = yamlnode.Deref(root)
 	s := New("")
 	s.Source = file
 	s.lines = lines{"": root.Line}
-	if isNull(root) {
+	if yamlnode.IsNull(root) {
 		return nil, d.errf(root.Line, "the study file is empty")
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, d.errf(root.Line, "want a mapping with keys %s, got %s", strings.Join(studyKeys, ", "), kindName(root))
+		return nil, d.errf(root.Line, "want a mapping with keys %s, got %s", strings.Join(studyKeys, ", "), yamlnode.KindName(root))
 	}
 	err := d.fields(root, "study", studyKeys, func(key string, k, v *yaml.Node) error {
 		s.lines[key] = k.Line
@@ -163,7 +163,7 @@ func (d *decoder) platforms(k, v *yaml.Node) ([]Platform, error) {
 				return nil, err
 			}
 		default:
-			return nil, d.errf(item.Line, "%s: want a platform name or {name, base, options}, got %s", where, kindName(item))
+			return nil, d.errf(item.Line, "%s: want a platform name or {name, base, options}, got %s", where, yamlnode.KindName(item))
 		}
 		ps = append(ps, p)
 	}
@@ -172,11 +172,11 @@ func (d *decoder) platforms(k, v *yaml.Node) ([]Platform, error) {
 
 // options decodes a variant's resource options.
 func (d *decoder) options(p *Platform, where string, k, v *yaml.Node) error {
-	if isNull(v) {
+	if yamlnode.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return d.errf(k.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(optionKeys, ", "), kindName(v))
+		return d.errf(k.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(optionKeys, ", "), yamlnode.KindName(v))
 	}
 	return d.fields(v, where, optionKeys, func(key string, k, v *yaml.Node) error {
 		p.lines["options."+key] = k.Line
@@ -209,7 +209,7 @@ func (d *decoder) workloads(k, v *yaml.Node) ([]Workload, error) {
 	for i, item := range items {
 		where := fmt.Sprintf("workloads[%d]", i)
 		if item.Kind != yaml.MappingNode {
-			return nil, d.errf(item.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(workloadKeys, ", "), kindName(item))
+			return nil, d.errf(item.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(workloadKeys, ", "), yamlnode.KindName(item))
 		}
 		w := Workload{lines: lines{"": item.Line}}
 		err := d.fields(item, where, workloadKeys, func(key string, k, v *yaml.Node) error {
@@ -238,17 +238,17 @@ func (d *decoder) workloads(k, v *yaml.Node) ([]Workload, error) {
 
 // params decodes a workload's parameters as strings, exactly as written.
 func (d *decoder) params(w *Workload, where string, k, v *yaml.Node) error {
-	if isNull(v) {
+	if yamlnode.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return d.errf(k.Line, "%s: want a mapping of parameter names to values, got %s", where, kindName(v))
+		return d.errf(k.Line, "%s: want a mapping of parameter names to values, got %s", where, yamlnode.KindName(v))
 	}
 	w.Params = map[string]string{}
 	return d.fields(v, where, nil, func(key string, k, v *yaml.Node) error {
 		w.lines["params."+key] = k.Line
 		if v.Kind != yaml.ScalarNode {
-			return d.errf(k.Line, "%s.%s: want a single value, got %s", where, key, kindName(v))
+			return d.errf(k.Line, "%s.%s: want a single value, got %s", where, key, yamlnode.KindName(v))
 		}
 		w.Params[key] = v.Value
 		return nil
@@ -257,11 +257,11 @@ func (d *decoder) params(w *Workload, where string, k, v *yaml.Node) error {
 
 // quick decodes the quick block.
 func (d *decoder) quick(s *Study, k, v *yaml.Node) error {
-	if isNull(v) {
+	if yamlnode.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return d.errf(k.Line, "quick: want a mapping with keys %s, got %s", strings.Join(quickKeys, ", "), kindName(v))
+		return d.errf(k.Line, "quick: want a mapping with keys %s, got %s", strings.Join(quickKeys, ", "), yamlnode.KindName(v))
 	}
 	return d.fields(v, "quick", quickKeys, func(key string, k, v *yaml.Node) error {
 		s.lines["quick."+key] = k.Line
@@ -312,51 +312,31 @@ func (d *decoder) quick(s *Study, k, v *yaml.Node) error {
 // value is null (left out). known lists the keys allowed; nil allows any.
 // where names the mapping in errors.
 func (d *decoder) fields(n *yaml.Node, where string, known []string, set func(key string, k, v *yaml.Node) error) error {
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], deref(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode {
-			return d.errf(k.Line, "%s: a key must be a plain name, got %s", where, kindName(k))
-		}
-		if known != nil && !slices.Contains(known, k.Value) {
-			return d.errf(k.Line, "unknown key %q in %s (known: %s)", k.Value, where, strings.Join(known, ", "))
-		}
-		if first, dup := seen[k.Value]; dup {
-			return d.errf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, where, first)
-		}
-		seen[k.Value] = k.Line
-		if known != nil && isNull(v) {
-			continue
-		}
-		if err := set(k.Value, k, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return yamlnode.Fields(n, where, known, true, d.errf, set)
 }
 
 // list returns the items of a sequence, aliases resolved.
 func (d *decoder) list(where string, k, v *yaml.Node) ([]*yaml.Node, error) {
 	if v.Kind != yaml.SequenceNode {
-		return nil, d.errf(k.Line, "%s: want a list, got %s", where, kindName(v))
+		return nil, d.errf(k.Line, "%s: want a list, got %s", where, yamlnode.KindName(v))
 	}
 	items := make([]*yaml.Node, len(v.Content))
 	for i, item := range v.Content {
-		items[i] = deref(item)
+		items[i] = yamlnode.Deref(item)
 	}
 	return items, nil
 }
 
 func (d *decoder) str(where string, k, v *yaml.Node) (string, error) {
 	if v.Kind != yaml.ScalarNode {
-		return "", d.errf(k.Line, "%s: want a string, got %s", where, kindName(v))
+		return "", d.errf(k.Line, "%s: want a string, got %s", where, yamlnode.KindName(v))
 	}
 	return v.Value, nil
 }
 
 func (d *decoder) int64(where string, k, v *yaml.Node) (int64, error) {
 	if v.Kind != yaml.ScalarNode {
-		return 0, d.errf(k.Line, "%s: want an integer, got %s", where, kindName(v))
+		return 0, d.errf(k.Line, "%s: want an integer, got %s", where, yamlnode.KindName(v))
 	}
 	n, err := strconv.ParseInt(v.Value, 10, 64)
 	if err != nil {
@@ -375,7 +355,7 @@ func (d *decoder) integer(where string, k, v *yaml.Node) (int, error) {
 
 func (d *decoder) number(where string, k, v *yaml.Node) (float64, error) {
 	if v.Kind != yaml.ScalarNode {
-		return 0, d.errf(k.Line, "%s: want a number, got %s", where, kindName(v))
+		return 0, d.errf(k.Line, "%s: want a number, got %s", where, yamlnode.KindName(v))
 	}
 	f, err := strconv.ParseFloat(v.Value, 64)
 	if err != nil {
@@ -386,7 +366,7 @@ func (d *decoder) number(where string, k, v *yaml.Node) (float64, error) {
 
 func (d *decoder) duration(where string, k, v *yaml.Node) (time.Duration, error) {
 	if v.Kind != yaml.ScalarNode {
-		return 0, d.errf(k.Line, "%s: want a duration, got %s", where, kindName(v))
+		return 0, d.errf(k.Line, "%s: want a duration, got %s", where, yamlnode.KindName(v))
 	}
 	t, err := time.ParseDuration(v.Value)
 	if err != nil {
@@ -399,64 +379,8 @@ func (d *decoder) errf(line int, format string, args ...any) error {
 	return &Error{File: d.file, Line: line, Err: fmt.Errorf(format, args...)}
 }
 
-// parserProblems are the messages of yaml.v3's parser errors, as opposed to
-// its scanner errors; their line numbers need correcting.
-var parserProblems = map[string]bool{
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected <document start>": true,
-	"did not find expected <stream-start>":   true,
-	"did not find expected key":              true,
-	"did not find expected node content":     true,
-	"found duplicate %TAG directive":         true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found undefined tag handle":             true,
-}
-
-// yamlLine matches the position yaml.v3 puts in its syntax errors.
-var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
-
 // syntaxError turns a yaml.v3 error into a one-line "file:line: " error.
 func (d *decoder) syntaxError(err error) error {
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	line := 0
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		if m[1] != "" {
-			line, _ = strconv.Atoi(m[1])
-		}
-		msg = msg[len(m[0]):]
-	}
-	// yaml.v3 counts lines from 0 in parser (not scanner) errors, and
-	// leaves the line out when it is 0.
-	if parserProblems[msg] || line == 0 {
-		line++
-	}
+	line, msg := yamlnode.Syntax(err)
 	return &Error{File: d.file, Line: line, Err: fmt.Errorf("invalid YAML: %s", msg)}
-}
-
-// deref follows an alias to the node it names.
-func deref(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-// kindName describes a node for "want X, got Y" errors.
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
 }

@@ -24,6 +24,10 @@ type Offset struct {
 	RTT time.Duration
 }
 
+// Bound is the most the agent's clock may be off this machine's: the
+// offset's size and the half round trip within which it is known.
+func (o Offset) Bound() time.Duration { return max(o.Offset, -o.Offset) + o.RTT/2 }
+
 // ClockOffset reads the agent's clock n times (at least once) and returns
 // the reading with the shortest round trip, whose midpoint assumption errs
 // least (as NTP's clock filter does).

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -173,8 +174,16 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 		p.removeDir(context.WithoutCancel(ctx), dir)
 		return nil, p.hostErr("starting "+spec.Name, err)
 	}
-	return &server{p: p, pid: pid, dir: dir, addr: addr, ports: ports, argv: proc.Argv}, nil
+	var logPath string
+	if p.env.LogDir != "" {
+		logPath = filepath.Join(p.env.LogDir, trial+"-"+spec.Name+".log")
+	}
+	return &server{p: p, dir: dir, addr: addr, ports: ports,
+		Process: &vmagent.Process{Agent: p.host.Agent(), PID: pid, Argv: proc.Argv, LogPath: logPath, Grace: stopGrace, Bound: stopGrace + 30*time.Second}}, nil
 }
+
+// stopGrace is how long a server has between SIGTERM and SIGKILL.
+const stopGrace = 5 * time.Second
 
 // copyVolume makes the host see the tree hostPath of this machine at the
 // same path, as a native server does: the tree goes over in a tar stream
@@ -213,37 +222,38 @@ func (p on) removeDir(ctx context.Context, dir string) error {
 	return nil
 }
 
+// server is a process of the host's agent: vmagent.Process answers its
+// command, migrations, log tail and exit as for a VM guest's servers, and
+// keeps its output in the run's log directory when it stops.
 type server struct {
+	*vmagent.Process
 	p     on
-	pid   int
 	dir   string
 	addr  string
 	ports map[string]int
-	argv  []string
 }
 
 func (s *server) Addr(port string) string {
 	return net.JoinHostPort(s.addr, strconv.Itoa(s.ports[port]))
 }
 
-func (s *server) Command() []string { return s.argv }
-
 func (s *server) Describe() string {
 	var ps []string
 	for name, port := range s.ports {
 		ps = append(ps, name+" "+net.JoinHostPort(s.addr, strconv.Itoa(port)))
 	}
-	return fmt.Sprintf("process %d on %s %s, listening on %s", s.pid, s.p.kind, s.p.host.Name(), strings.Join(ps, ", "))
+	return fmt.Sprintf("process %d on %s %s, listening on %s", s.PID, s.p.kind, s.p.host.Name(), strings.Join(ps, ", "))
 }
 
-// Stop stops the process (its whole process group) and removes its
-// directory.
+// Stop stops the process (its whole process group) once, keeps its
+// output in the run's log directory and removes its directory; it works
+// after ctx was cancelled.
 func (s *server) Stop(ctx context.Context) error {
 	var errs []error
-	if _, err := s.p.host.Agent().Stop(ctx, s.pid, 5*time.Second); err != nil {
+	if err := s.Process.Stop(ctx); err != nil {
 		errs = append(errs, s.p.hostErr("stopping the server", err))
 	}
-	if err := s.p.removeDir(ctx, s.dir); err != nil {
+	if err := s.p.removeDir(context.WithoutCancel(ctx), s.dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -252,7 +262,7 @@ func (s *server) Stop(ctx context.Context) error {
 // CPUTime implements platform.CPUReporter: the server's processes on the
 // sut host, read by the agent from /proc.
 func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
-	d, err := s.p.host.Agent().CPUTime(ctx, s.pid)
+	d, err := s.Process.CPUTime(ctx)
 	if err != nil {
 		return 0, s.p.hostErr("reading the server's CPU time", err)
 	}

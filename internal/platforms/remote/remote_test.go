@@ -16,6 +16,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -123,8 +124,18 @@ func TestNativeOnSUTHost(t *testing.T) {
 	if len(dirs) != 1 {
 		t.Fatalf("server directories %v, want one", dirs)
 	}
+	if err := srv.(deploy.Exiter).Exited(ctx); err != nil {
+		t.Fatalf("Exited while it runs: %v", err)
+	}
 	if err := srv.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	// Its output is kept in the run's log directory, as a local server's.
+	if b, err := os.ReadFile(filepath.Join(env.LogDir, "t1-redis.log")); err != nil || !strings.Contains(string(b), "Ready to accept connections") {
+		t.Fatalf("server log %q, %v", b, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for redisproto.PingDial(ctx, drv.DialContext, addr) == nil {
