@@ -28,6 +28,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/podman"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
@@ -159,6 +160,34 @@ func ClientNeed(base string) host.Need {
 		return host.None
 	}
 	return host.Any
+}
+
+// Check builds the platform sp as a run with the client setting client
+// would, for a check made without a run (`nearnative platforms`, `studies`,
+// `doctor`): its client host is planned, described but not made (see
+// host.PlannedFor). It asks the platform whether it can run here
+// (platform.Checker) and, when it can, hands it to use (nil for none) for
+// further questions before releasing it (a k8s platform's Check may have
+// made its namespace).
+func Check(ctx context.Context, sp study.Platform, client host.Setting, image string, dir state.Dir, engine *Docker, use func(platform.Platform)) error {
+	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: image,
+		Client: host.PlannedFor(client, ClientNeed(sp.Base))}
+	p, err := Build(ctx, sp, env, dir, engine)
+	if err != nil {
+		return err
+	}
+	if c, ok := p.(platform.Closer); ok {
+		defer c.Close()
+	}
+	if ch, ok := p.(platform.Checker); ok {
+		if err := ch.Check(ctx); err != nil {
+			return err
+		}
+	}
+	if use != nil {
+		use(p)
+	}
+	return nil
 }
 
 // Unavailable is the error when platforms cannot run here.
