@@ -32,6 +32,7 @@ import (
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // Docker connects to the Docker engine on first use and remembers the
@@ -325,8 +326,9 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 
 // Beside is the platform of the roles that run beside the driver (a
 // topology's OnHost roles) when the run has hosts over SSH: native on the
-// first driver host, reached by the servers at its address.
-func (o *Opener) Beside(env platform.Env) (platform.Platform, error) {
+// first driver host, reached by the servers at its address. Its signature
+// is engine.Config.Host's.
+func (o *Opener) Beside(env platform.Env) (workload.HostPlatform, error) {
 	d := o.Hosts.Conn(o.Hosts.File.Drivers()[0].Name)
 	var suts []remote.Agent
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
