@@ -203,8 +203,8 @@ func (l *livePlatforms) check(ctx context.Context, sp study.Platform, client hos
 	return ""
 }
 
-func isVM(base string) bool  { return base == platform.VM || strings.HasPrefix(base, platform.VM+"-") }
-func isK8s(base string) bool { return strings.HasPrefix(base, "k8s-") }
+func isVM(base string) bool  { return platform.Family(base) == platform.FamilyVM }
+func isK8s(base string) bool { return platform.Family(base) == platform.FamilyKubernetes }
 
 // rowsLabel names a platform kind's rows in a reason line.
 func rowsLabel(base string) string {
