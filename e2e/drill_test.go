@@ -441,6 +441,16 @@ func queueOnce(t *testing.T, e *env, study string) (order []int, places []string
 			q.id = runid.ID(m[1])
 		}
 	}
+	seen := map[runid.ID]int{}
+	for i, q := range qs {
+		if q.id == "" {
+			t.Fatalf("run %d printed no run ID of its own:\n%s", i+1, firstLines(q.stderr.String(), 8))
+		}
+		if j, dup := seen[q.id]; dup {
+			t.Fatalf("runs %d and %d both read as run %s: the order below would compare a run with itself", j+1, i+1, q.id)
+		}
+		seen[q.id] = i
+	}
 	st := e.store()
 	type started struct {
 		i  int

@@ -214,7 +214,11 @@ func networkLeftovers(run runid.ID) []string {
 	return out
 }
 
-var runLine = regexp.MustCompile(`run (\d{8}-\d{6}-[0-9a-f]{4})`)
+// runLine finds a run's own ID in its output ("run ID: 4 trials planned"),
+// not the ID of another run it names first: the one it waits for
+// ("measured by run ID (study ..."), or one it reaped ("reaped crashed run
+// ID: removed ...").
+var runLine = regexp.MustCompile(`run (\d{8}-\d{6}-[0-9a-f]{4}): \d+ trials planned`)
 
 // start launches nearnative in the background and returns its run ID once
 // printed.

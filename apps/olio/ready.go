@@ -18,30 +18,17 @@ import (
 // failure (with an HTTP error status).
 const ErrorMarker = "OLIO-ERROR:"
 
-// answered is an error that a running server gave: waiting longer will not
-// change it, so the probes return it at once.
-type answered struct{ err error }
-
-func (a answered) Error() string { return a.err.Error() }
-func (a answered) Unwrap() error { return a.err }
-
-// Final tells the readiness loop (internal/ready) that waiting longer
-// will not change the answer.
-func (a answered) Final() bool { return true }
-
-// poll calls probe until it succeeds, returns an answered error, or timeout
-// passes; the error names the server.
+// poll calls probe until it succeeds, returns an answer that waiting will
+// not change (ready.Final: a running server's error), or timeout passes;
+// the error names the server.
 func poll(ctx context.Context, what string, timeout time.Duration, probe func(context.Context) error) error {
 	err := ready.Loop{Timeout: timeout, Attempt: 10 * time.Second}.Wait(ctx, probe)
-	var (
-		a  answered
-		te *ready.TimeoutError
-	)
+	var te *ready.TimeoutError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &a):
-		return fmt.Errorf("%s is not ready: %w", what, a)
+	case ready.IsFinal(err):
+		return fmt.Errorf("%s is not ready: %w", what, err)
 	case errors.As(err, &te):
 		return fmt.Errorf("%s not ready within %v: %w", what, timeout, te.Last)
 	}
@@ -84,7 +71,7 @@ func ReadyWeb(ctx context.Context, base string, timeout time.Duration) error {
 	get := func(ctx context.Context, p string) (int, []byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
 		if err != nil {
-			return 0, nil, answered{err}
+			return 0, nil, ready.Final(err)
 		}
 		resp, err := client.Do(req)
 		if err != nil {
@@ -100,7 +87,7 @@ func ReadyWeb(ctx context.Context, base string, timeout time.Duration) error {
 			return err
 		}
 		if status != http.StatusOK {
-			return answered{fmt.Errorf("GET /static/css/site.css: HTTP %d", status)}
+			return ready.Final(fmt.Errorf("GET /static/css/site.css: HTTP %d", status))
 		}
 		status, body, err := get(ctx, "/check.php")
 		if err != nil {
@@ -125,7 +112,7 @@ func checkAnswer(status int, body []byte) error {
 	if len(msg) > 500 {
 		msg = msg[:500] + "..."
 	}
-	return answered{fmt.Errorf("check.php: HTTP %d: %s", status, msg)}
+	return ready.Final(fmt.Errorf("check.php: HTTP %d: %s", status, msg))
 }
 
 // OpenDB opens the application's database at addr as the application's

@@ -28,9 +28,11 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/podman"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
+	"github.com/nearnative/nearnative/internal/workload"
 )
 
 // Docker connects to the Docker engine on first use and remembers the
@@ -159,6 +161,34 @@ func ClientNeed(base string) host.Need {
 		return host.None
 	}
 	return host.Any
+}
+
+// Check builds the platform sp as a run with the client setting client
+// would, for a check made without a run (`nearnative platforms`, `studies`,
+// `doctor`): its client host is planned, described but not made (see
+// host.PlannedFor). It asks the platform whether it can run here
+// (platform.Checker) and, when it can, hands it to use (nil for none) for
+// further questions before releasing it (a k8s platform's Check may have
+// made its namespace).
+func Check(ctx context.Context, sp study.Platform, client host.Setting, image string, dir state.Dir, engine *Docker, use func(platform.Platform)) error {
+	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: image,
+		Client: host.PlannedFor(client, ClientNeed(sp.Base))}
+	p, err := Build(ctx, sp, env, dir, engine)
+	if err != nil {
+		return err
+	}
+	if c, ok := p.(platform.Closer); ok {
+		defer c.Close()
+	}
+	if ch, ok := p.(platform.Checker); ok {
+		if err := ch.Check(ctx); err != nil {
+			return err
+		}
+	}
+	if use != nil {
+		use(p)
+	}
+	return nil
 }
 
 // Unavailable is the error when platforms cannot run here.
@@ -296,8 +326,9 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 
 // Beside is the platform of the roles that run beside the driver (a
 // topology's OnHost roles) when the run has hosts over SSH: native on the
-// first driver host, reached by the servers at its address.
-func (o *Opener) Beside(env platform.Env) (platform.Platform, error) {
+// first driver host, reached by the servers at its address. Its signature
+// is engine.Config.Host's.
+func (o *Opener) Beside(env platform.Env) (workload.HostPlatform, error) {
 	d := o.Hosts.Conn(o.Hosts.File.Drivers()[0].Name)
 	var suts []remote.Agent
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {

@@ -196,18 +196,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	}
 	defer closeHosts() // stops every host's agent, and what it still runs
 	if opener.Hosts != nil {
-		cfg.Host = func(env platform.Env) (workload.HostPlatform, error) {
-			// Roles beside the driver run on the first driver host.
-			p, err := opener.Beside(env)
-			if err != nil {
-				return nil, err
-			}
-			hp, ok := p.(workload.HostPlatform)
-			if !ok {
-				return nil, fmt.Errorf("the platform beside the driver (%s) cannot run jobs and topologies", p.Name())
-			}
-			return hp, nil
-		}
+		cfg.Host = opener.Beside // roles beside the driver run on the first driver host
 	}
 	if cfg.Image, cfg.Env, cfg.Notes, err = a.runEnvironment(ctx, cfg.Planned.Study, f, opener); err != nil {
 		return err

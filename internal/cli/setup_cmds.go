@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -86,25 +85,19 @@ func (a *app) platformsCmd() *cobra.Command {
 			fmt.Fprintln(tw, "PLATFORM\tSTATUS\tWHAT IT IS")
 			for _, info := range platform.Builtin() {
 				status := "available"
-				// The client host a run would make, described, not made.
-				env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
-					Client: host.PlannedFor(set, catalog.ClientNeed(info.Name))}
-				p, err := catalog.Build(ctx, study.Platform{Name: info.Name, Base: info.Name}, env, a.dir, docker)
-				if err == nil {
-					if ch, ok := p.(platform.Checker); ok {
-						err = ch.Check(ctx)
+				accel := ""
+				err := catalog.Check(ctx, study.Platform{Name: info.Name, Base: info.Name}, set, ref, a.dir, docker, func(p platform.Platform) {
+					if acc, ok := p.(platform.Accelerator); ok && (imgErr == nil || info.Name == platform.Native) {
+						accel = " (" + acc.Acceleration(ctx) + ")"
 					}
-				}
-				if c, ok := p.(platform.Closer); ok && p != nil {
-					c.Close() // a k8s platform's Check may have made its namespace
-				}
+				})
 				if err == nil && imgErr != nil && info.Name != platform.Native {
 					err = imgErr
 				}
 				if err != nil {
 					status = "unavailable: " + err.Error()
-				} else if acc, ok := p.(platform.Accelerator); ok {
-					status += " (" + acc.Acceleration(ctx) + ")"
+				} else {
+					status += accel
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", info.Name, status, info.Description)
 			}

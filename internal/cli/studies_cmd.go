@@ -19,7 +19,6 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/vm"
-	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/study"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/workload"
@@ -189,18 +188,7 @@ func (l *livePlatforms) check(ctx context.Context, sp study.Platform, client hos
 		l.imgDone = true
 		l.imgRef, l.imgErr = l.a.imageRef(ctx, l.engine, "")
 	}
-	// The client host the run would make, described, not made.
-	env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: l.imgRef,
-		Client: host.PlannedFor(client, catalog.ClientNeed(sp.Base))}
-	p, err := catalog.Build(ctx, study.Platform{Name: sp.Base, Base: sp.Base, Options: sp.Options}, env, l.a.dir, l.engine)
-	if err == nil {
-		if ch, ok := p.(platform.Checker); ok {
-			err = ch.Check(ctx)
-		}
-	}
-	if c, ok := p.(platform.Closer); ok && p != nil {
-		c.Close() // a k8s platform's Check may have made its namespace
-	}
+	err := catalog.Check(ctx, study.Platform{Name: sp.Base, Base: sp.Base, Options: sp.Options}, client, l.imgRef, l.a.dir, l.engine, nil)
 	if err == nil && l.imgErr != nil && sp.Base != platform.Native {
 		err = l.imgErr
 	}
@@ -215,8 +203,8 @@ func (l *livePlatforms) check(ctx context.Context, sp study.Platform, client hos
 	return ""
 }
 
-func isVM(base string) bool  { return base == platform.VM || strings.HasPrefix(base, platform.VM+"-") }
-func isK8s(base string) bool { return strings.HasPrefix(base, "k8s-") }
+func isVM(base string) bool  { return platform.Family(base) == platform.FamilyVM }
+func isK8s(base string) bool { return platform.Family(base) == platform.FamilyKubernetes }
 
 // rowsLabel names a platform kind's rows in a reason line.
 func rowsLabel(base string) string {

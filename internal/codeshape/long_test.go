@@ -27,10 +27,10 @@ type longFunc struct {
 func (f longFunc) String() string { return fmt.Sprintf("%s %s (%d lines)", f.pos, f.name, f.lines) }
 
 // longFuncs lists the module's non-test functions longer than LongFunction
-// (testdata, vendor and hidden directories left out).
-func longFuncs(t *testing.T) []longFunc {
+// (testdata, vendor and hidden directories left out), and how many non-test
+// Go files it read.
+func longFuncs(t *testing.T) (out []longFunc, files int) {
 	t.Helper()
-	var out []longFunc
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -49,6 +49,7 @@ func longFuncs(t *testing.T) []longFunc {
 		if err != nil {
 			return err
 		}
+		files++
 		for _, decl := range f.Decls {
 			fd, ok := decl.(*ast.FuncDecl)
 			if !ok || fd.Body == nil {
@@ -69,7 +70,7 @@ func longFuncs(t *testing.T) []longFunc {
 		t.Fatal(err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].lines > out[j].lines })
-	return out
+	return out, files
 }
 
 // funcName is "Recv.Name" for a method, "Name" for a function.
@@ -110,24 +111,17 @@ func marker(fset *token.FileSet, f *ast.File, fd *ast.FuncDecl) string {
 // LongFunction lines without a LongMarker comment, and every marker says
 // why.
 func TestLongFunctions(t *testing.T) {
-	var unmarked []string
-	stillLong := map[string]bool{}
-	for _, f := range longFuncs(t) {
-		key := f.name + " " + filepath.ToSlash(filepath.Dir(strings.SplitN(f.pos, ":", 2)[0]))
-		switch {
-		case f.reason != "":
-			t.Logf("marked: %s: %s", f, f.reason)
-		case pending[key] != "":
-			stillLong[key] = true
-			t.Logf("pending (%s): %s", pending[key], f)
-		default:
-			unmarked = append(unmarked, f.String())
-		}
+	funcs, files := longFuncs(t)
+	if files < 100 {
+		t.Fatalf("read only %d Go files under %s: is root wrong, or the walk skipping the tree?", files, root)
 	}
-	for key := range pending {
-		if !stillLong[key] {
-			t.Errorf("pending names %q, which is no longer a long function: remove it from pending", key)
+	var unmarked []string
+	for _, f := range funcs {
+		if f.reason != "" {
+			t.Logf("marked: %s: %s", f, f.reason)
+			continue
 		}
+		unmarked = append(unmarked, f.String())
 	}
 	t.Logf("%d unmarked non-test functions over %d lines (at most %d allowed)", len(unmarked), LongFunction, MaxLongFunctions)
 	if len(unmarked) > MaxLongFunctions {
@@ -165,16 +159,6 @@ func d() {}
 			t.Errorf("%s: marker %q, want %q", fd.Name.Name, got, want[fd.Name.Name])
 		}
 	}
-}
-
-// pending names, by "Func dir", the long functions in packages that
-// another branch of this round rewrites (so this branch does not touch
-// them); whoever merges that branch removes the entries it settles, and
-// marks or splits what is left.
-var pending = map[string]string{
-	// Empty: every function issue 25 named was split when the tmpl and
-	// contract branches merged. A long function found later goes here
-	// with the branch that will split it, or gets a `// long:` comment.
 }
 
 func init() {

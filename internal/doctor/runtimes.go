@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/nearnative/nearnative/internal/catalog"
@@ -14,7 +13,6 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/lxc"
 	"github.com/nearnative/nearnative/internal/platforms/podman"
-	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/study"
 )
@@ -46,26 +44,13 @@ func runtimeChecks(ctx context.Context, eng *docker.Daemon, o Options) []Check {
 	defer engine.Close()
 	for _, rk := range runtimeKinds {
 		c := Check{Name: rk.name, Status: OK}
-		// The client host a run would make, described, not made.
-		env := platform.Env{Run: runid.New(), LogDir: os.TempDir(), Image: ref,
-			Client: host.PlannedFor(host.Setting{Client: host.SettingNetns}, catalog.ClientNeed(rk.kind))}
-		p, err := catalog.Build(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, env, state.Home(), engine)
-		if err == nil {
-			if ch, ok := p.(platform.Checker); ok {
-				err = ch.Check(ctx)
-			}
-		}
-		switch {
-		case err != nil:
+		err := catalog.Check(ctx, study.Platform{Name: rk.kind, Base: rk.kind}, host.Setting{Client: host.SettingNetns}, ref, state.Home(), engine,
+			func(p platform.Platform) { c.Detail = runtimeDetail(rk.kind, p) })
+		if err != nil {
 			c.Status, c.Detail, c.Fix = Warn, err.Error()+"; platform "+rk.kind+" cannot run here", "make setup"
 			if !errors.Is(err, platform.ErrUnavailable) {
 				c.Fix = ""
 			}
-		default:
-			c.Detail = runtimeDetail(rk.kind, p)
-		}
-		if cl, ok := p.(platform.Closer); ok && p != nil {
-			cl.Close()
 		}
 		cs = append(cs, c)
 	}

@@ -314,22 +314,7 @@ func keepOpened(r *store.Run, st *study.Study, plats map[string]platform.Platfor
 	if _, ok := plats[st.Baseline]; !ok {
 		return fmt.Errorf("the baseline %s cannot run here, so nothing can be compared", st.Baseline)
 	}
-	kept := st.Platforms[:0:0]
-	for _, p := range st.Platforms {
-		if _, ok := plats[p.Name]; ok {
-			kept = append(kept, p)
-		}
-	}
-	st.Platforms = kept
-	// The quick block names only platforms the stored study has, or the
-	// stored study does not parse back.
-	var quick []string
-	for _, name := range st.Quick.Platforms {
-		if _, ok := plats[name]; ok {
-			quick = append(quick, name)
-		}
-	}
-	st.Quick.Platforms = quick
+	st.KeepPlatforms(func(name string) bool { _, ok := plats[name]; return ok })
 	if !isNew {
 		return nil
 	}

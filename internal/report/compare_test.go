@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/report/reporttest"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
@@ -17,9 +18,9 @@ import (
 
 func compareFixture(t *testing.T, scale float64) analysis.Comparison {
 	t.Helper()
-	a, trialsA := fixtureRun(runA, 1)
-	b, trialsB := fixtureRun(runB, scale)
-	b.Started = t0.Add(time.Hour)
+	a, trialsA := reporttest.Run(reporttest.RunA, 1)
+	b, trialsB := reporttest.Run(reporttest.RunB, scale)
+	b.Started = reporttest.T0.Add(time.Hour)
 	c, err := analysis.Compare([]analysis.RunData{{Run: a, Trials: trialsA}, {Run: b, Trials: trialsB}}, analysis.CompareOptions{Stats: stats.Options{Seed: 1, Resamples: 2000}})
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +68,10 @@ func TestCompareSlower(t *testing.T) {
 }
 
 func TestCompareNothingInCommon(t *testing.T) {
-	a, trialsA := fixtureRun(runA, 1)
+	a, trialsA := reporttest.Run(reporttest.RunA, 1)
 	b := a
-	b.ID = runB
-	trialsB := []store.Trial{{RunID: runB, Round: 1, Workload: "other", Platform: "native",
+	b.ID = reporttest.RunB
+	trialsB := []store.Trial{{RunID: reporttest.RunB, Round: 1, Workload: "other", Platform: "native",
 		Metrics: []store.Metric{{Name: "ops_per_sec", Value: 1}}}}
 	_, err := analysis.Compare([]analysis.RunData{{Run: a, Trials: trialsA}, {Run: b, Trials: trialsB}}, analysis.CompareOptions{})
 	if !errors.Is(err, analysis.ErrNothingInCommon) {
@@ -83,7 +84,7 @@ func TestCompareNothingInCommon(t *testing.T) {
 // (limit)" for it.
 func TestCompareCeiling(t *testing.T) {
 	mk := func(id runid.ID, v float64, ceiling bool) (store.Run, []store.Trial) {
-		r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: t0}
+		r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: reporttest.T0}
 		var ts []store.Trial
 		for round := 1; round <= 5; round++ {
 			tr := store.Trial{RunID: id, Round: round, Workload: "auction", Platform: "native",
@@ -95,8 +96,8 @@ func TestCompareCeiling(t *testing.T) {
 		}
 		return r, ts
 	}
-	a, ta := mk(runA, 2000, false)
-	b, tb := mk(runB, 3000, true)
+	a, ta := mk(reporttest.RunA, 2000, false)
+	b, tb := mk(reporttest.RunB, 3000, true)
 	c, err := analysis.Compare([]analysis.RunData{{Run: a, Trials: ta}, {Run: b, Trials: tb}}, analysis.CompareOptions{Stats: stats.Options{Seed: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nearnative/nearnative/internal/report/reporttest"
 )
 
 func TestExportGolden(t *testing.T) {
-	run, trials := fixtureRun(runA, 1)
-	in := ExportInput{Run: run, Trials: trials, Study: parseFixtureStudy(t)}
+	run, trials := reporttest.Run(reporttest.RunA, 1)
+	in := ExportInput{Run: run, Trials: trials, Study: reporttest.Study(t)}
 	var c, j bytes.Buffer
 	if err := WriteCSV(&c, in); err != nil {
 		t.Fatal(err)

@@ -106,16 +106,7 @@ func (d *decoder) studyField(s *Study, key string, k, v *yaml.Node) error {
 	case "until_ci":
 		s.UntilCI, err = d.number(key, k, v)
 	case "until_ci_metrics":
-		var items []*yaml.Node
-		if items, err = d.list(key, k, v); err == nil {
-			for i, item := range items {
-				var name string
-				if name, err = d.str(fmt.Sprintf("%s[%d]", key, i), item, item); err != nil {
-					break
-				}
-				s.UntilCIMetrics = append(s.UntilCIMetrics, name)
-			}
-		}
+		s.UntilCIMetrics, err = d.names(key, k, v)
 	case "max_rounds":
 		s.MaxRounds, err = d.integer(key, k, v)
 	case "max_time":
@@ -282,27 +273,9 @@ func (d *decoder) quick(s *Study, k, v *yaml.Node) error {
 		case "max_time":
 			s.Quick.MaxTime, err = d.duration(where, k, v)
 		case "workloads":
-			var items []*yaml.Node
-			if items, err = d.list(where, k, v); err == nil {
-				for _, it := range items {
-					var name string
-					if name, err = d.str(where, k, it); err != nil {
-						break
-					}
-					s.Quick.Workloads = append(s.Quick.Workloads, name)
-				}
-			}
+			s.Quick.Workloads, err = d.names(where, k, v)
 		case "platforms":
-			var items []*yaml.Node
-			if items, err = d.list(where, k, v); err == nil {
-				for _, it := range items {
-					var name string
-					if name, err = d.str(where, k, it); err != nil {
-						break
-					}
-					s.Quick.Platforms = append(s.Quick.Platforms, name)
-				}
-			}
+			s.Quick.Platforms, err = d.names(where, k, v)
 		}
 		return err
 	})
@@ -325,6 +298,24 @@ func (d *decoder) list(where string, k, v *yaml.Node) ([]*yaml.Node, error) {
 		items[i] = yamlnode.Deref(item)
 	}
 	return items, nil
+}
+
+// names decodes a list of names (metrics, workloads, platforms); an item
+// that is not a string is reported at its own line and index.
+func (d *decoder) names(where string, k, v *yaml.Node) ([]string, error) {
+	items, err := d.list(where, k, v)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, item := range items {
+		name, err := d.str(fmt.Sprintf("%s[%d]", where, i), item, item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 func (d *decoder) str(where string, k, v *yaml.Node) (string, error) {

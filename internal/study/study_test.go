@@ -259,6 +259,13 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
 			`t.yaml:25: unknown key "maxtime" in quick (known: rounds, warmup, trial, max_rounds, max_time, workloads, platforms)`},
+		{"quick platform not a name", func(t *testing.T) string {
+			return edit(t, "  max_time: 4m\n", "  max_time: 4m\n  platforms:\n    - native\n    - {a: 1}\n")
+		}, `t.yaml:28: quick.platforms[1]: want a string, got a mapping`},
+		{"quick workloads not a list", func(t *testing.T) string {
+			return edit(t, "  max_time: 4m\n", "  max_time: 4m\n  workloads: redis-set\n")
+		},
+			`t.yaml:26: quick.workloads: want a list, got "redis-set"`},
 		{"duplicate key", func(t *testing.T) string { return edit(t, "warmup: 1\ntrial", "warmup: 1\nrounds: 6\ntrial") },
 			`t.yaml:6: duplicate key "rounds" in study (first at line 4)`},
 		{"rounds not an integer", func(t *testing.T) string { return edit(t, "rounds: 5", "rounds: five") },

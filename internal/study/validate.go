@@ -498,16 +498,7 @@ func (s *Study) Apply(o Overrides, reg *workload.Registry) error {
 			return err
 		}
 	}
-	if len(c.Quick.Platforms) > 0 {
-		// The quick block names only platforms the study still has.
-		var keep []string
-		for _, name := range c.Quick.Platforms {
-			if _, ok := c.Platform(name); ok {
-				keep = append(keep, name)
-			}
-		}
-		c.Quick.Platforms = keep
-	}
+	c.pruneQuick()
 	if err := c.Validate(reg); err != nil {
 		return err
 	}
@@ -658,6 +649,37 @@ func (s *Study) selectPlatforms(names []string) error {
 	}
 	s.Platforms = ps
 	return nil
+}
+
+// KeepPlatforms keeps, in order, only the platforms keep accepts (a run
+// that skips the platforms that cannot run here), and drops the others from
+// the quick block too, so that the study, and the YAML it writes, names no
+// platform it does not have.
+func (s *Study) KeepPlatforms(keep func(name string) bool) {
+	var ps []Platform
+	for _, p := range s.Platforms {
+		if keep(p.Name) {
+			ps = append(ps, p)
+		}
+	}
+	s.Platforms = ps
+	s.pruneQuick()
+}
+
+// pruneQuick drops from the quick block the platforms the study no longer
+// has: a stored study whose quick.platforms names a platform it lacks does
+// not parse back.
+func (s *Study) pruneQuick() {
+	if len(s.Quick.Platforms) == 0 {
+		return
+	}
+	var keep []string
+	for _, name := range s.Quick.Platforms {
+		if _, ok := s.Platform(name); ok {
+			keep = append(keep, name)
+		}
+	}
+	s.Quick.Platforms = keep
 }
 
 // NewSeed returns a random seed for a study that has none: positive and

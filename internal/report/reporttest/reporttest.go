@@ -1,4 +1,7 @@
-package report
+// Package reporttest holds the stored-run fixture that the report and
+// HTML report tests share: one run of a small redis study on three
+// platforms, with a failed trial and a saturated-driver note.
+package reporttest
 
 import (
 	"encoding/json"
@@ -13,10 +16,8 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/redis"
 )
 
-// The stored-run fixture of the comparison and export tests (the same run
-// the HTML report's tests render).
-
-const fixtureSpec = `name: fixture
+// Spec is the fixture's study file.
+const Spec = `name: fixture
 description: "Fixture: native, docker-nat and a CPU-limited native variant"
 baseline: native
 rounds: 5
@@ -32,29 +33,31 @@ workloads:
     params: {op: set}
 `
 
-// Run IDs of the fixtures.
+// Run IDs of the fixtures: RunA for a single run, RunB for the second run
+// of a comparison.
 const (
-	runA runid.ID = "20261121-120000-abcd"
-	runB runid.ID = "20261121-130000-bcde"
+	RunA runid.ID = "20261121-120000-abcd"
+	RunB runid.ID = "20261121-130000-bcde"
 )
 
-var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+// T0 is when the fixture run started.
+var T0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
-// fixtureRun is a stored run: three platforms, a warm-up round and five
+// Run is a stored run: three platforms, a warm-up round and five
 // counted rounds of redis-set, three metrics, one failed trial, a saturated
 // driver note. scale multiplies native's throughput (for comparisons).
-func fixtureRun(id runid.ID, scale float64) (store.Run, []store.Trial) {
+func Run(id runid.ID, scale float64) (store.Run, []store.Trial) {
 	env, _ := json.Marshal(sysinfo.Env{Hostname: "bench1", Kernel: "6.1.0-27-amd64", OS: "Debian GNU/Linux 12 (bookworm)",
 		CPUModel: "Intel(R) Xeon(R) CPU @ 2.20GHz", CPUs: 2, Sockets: 1, NUMANodes: 1, MemoryBytes: 8 << 30,
 		CgroupVersion: "hybrid", Virtualization: "kvm", Docker: map[string]string{"version": "20.10.24", "api_version": "1.41"},
 		Tools:             []sysinfo.Tool{{Name: "redis", Binary: "/usr/bin/redis-server", Package: "redis-server", Version: "5:7.0.15-1~deb12u1"}},
 		NearnativeVersion: "0.1.0", Commit: "abc1234",
 		Extra: map[string]string{"arch": "x86_64", "kvm": "true", "image": "nearnative/workload:deadbeef", "vm_accel": "tcg"}})
-	run := store.Run{ID: id, Study: "fixture", Spec: []byte(fixtureSpec), Seed: 42,
-		Baseline: "native", Status: store.StatusDone, StopReason: "rounds done", Started: t0, Finished: t0.Add(10 * time.Minute),
+	run := store.Run{ID: id, Study: "fixture", Spec: []byte(Spec), Seed: 42,
+		Baseline: "native", Status: store.StatusDone, StopReason: "rounds done", Started: T0, Finished: T0.Add(10 * time.Minute),
 		Env: env, Version: "0.1.0 (abc1234)", Trials: 18}
 	var trials []store.Trial
-	start := t0
+	start := T0
 	add := func(round, index int, p string, ops, cpu, client float64, errText string, notes ...string) {
 		tr := store.Trial{RunID: run.ID, Round: round, Index: index, Warmup: round == 0, Workload: "redis-set", Platform: p,
 			Started: start, Duration: 2500 * time.Millisecond, Error: errText, Notes: notes,
@@ -96,9 +99,11 @@ func fixtureRun(id runid.ID, scale float64) (store.Run, []store.Trial) {
 	return run, trials
 }
 
-func parseFixtureStudy(t *testing.T) *study.Study {
+// Study is the fixture's study, parsed (the test fails if it does not
+// parse).
+func Study(t testing.TB) *study.Study {
 	t.Helper()
-	st, err := study.Parse([]byte(fixtureSpec), "fixture.yaml", workload.NewRegistry(redis.Workload{}))
+	st, err := study.Parse([]byte(Spec), "fixture.yaml", workload.NewRegistry(redis.Workload{}))
 	if err != nil {
 		t.Fatal(err)
 	}
