@@ -75,6 +75,21 @@ type Cell struct {
 	Ceiling     string
 	AtCeiling   int
 	BaseCeiling bool
+	// Below is set when the bounds AtCeiling counts are upper bounds: every
+	// load those searches tried failed, down to their smallest (the mean is
+	// then "< value", search.Ceiling.Below).
+	Below bool
+}
+
+// BoundOp is how the cell's bounded mean relates to the real maximum:
+// ">=" for a lower bound, "<" when every bound is an upper one.
+func (c Cell) BoundOp() string { return boundOp(c.Below) }
+
+func boundOp(below bool) string {
+	if below {
+		return "<"
+	}
+	return ">="
 }
 
 // CeilingText says why the cell's mean is only a lower bound: "the data's
@@ -194,6 +209,7 @@ type point struct {
 	v       float64
 	samples int64
 	ceiling string
+	below   bool
 }
 
 // counted is what Analyse gathers from the trials before it computes the
@@ -276,7 +292,8 @@ func (res *Result) count(trials []store.Trial, o Options) counted {
 			if cd.values[k] == nil {
 				cd.values[k] = map[int]point{}
 			}
-			cd.values[k][t.Round] = point{m.Value, m.Samples, ceilings[m.Name]}
+			b := ceilings[m.Name]
+			cd.values[k][t.Round] = point{m.Value, m.Samples, b.Is, b.Below}
 			md := cd.meta[[2]string{t.Workload, m.Name}]
 			m.Diagnostic = m.Diagnostic || md.Diagnostic
 			cd.meta[[2]string{t.Workload, m.Name}] = m
@@ -305,40 +322,44 @@ func (res *Result) table(w, m string, platforms []string, cd counted, o Options)
 }
 
 // TrialCeilings maps each metric of a trial that a find-max search left at
-// a limit of its own (its search.Ceiling note) to that limit's name: the
-// value is a lower bound, and no ratio may be taken of it.
-func TrialCeilings(t store.Trial) map[string]string { return trialCeilings(t) }
+// a limit of its own (its search.Ceiling note) to that bound: the value is
+// a lower bound (or, Below, an upper one), and no ratio may be taken of it.
+func TrialCeilings(t store.Trial) map[string]search.Ceiling { return trialCeilings(t) }
 
 // trialCeilings is TrialCeilings.
-func trialCeilings(t store.Trial) map[string]string {
-	var out map[string]string
+func trialCeilings(t store.Trial) map[string]search.Ceiling {
+	var out map[string]search.Ceiling
 	for _, n := range t.Notes {
 		if c, ok := search.ParseCeiling(n); ok {
 			if out == nil {
-				out = map[string]string{}
+				out = map[string]search.Ceiling{}
 			}
-			out[c.Metric] = c.Is
+			out[c.Metric] = c
 		}
 	}
 	return out
 }
 
-// ceilingOf returns the distinct limits the values reached, joined, and
-// how many values reached one.
-func ceilingOf(vals map[int]point) (string, int) {
+// ceilingOf returns the distinct limits the values reached, joined, how
+// many values reached one, and whether every one of those is an upper
+// bound.
+func ceilingOf(vals map[int]point) (string, int, bool) {
 	var names []string
-	n := 0
+	n, below := 0, 0
 	for _, r := range sortedRounds(vals) {
 		c := vals[r].ceiling
 		if c == "" {
 			continue
 		}
 		n++
+		if vals[r].below {
+			below++
+		}
 		if !slices.Contains(names, c) {
 			names = append(names, c)
 		}
 	}
-	return strings.Join(names, "; "), n
+	return strings.Join(names, "; "), n, n > 0 && below == n
 }
 
 // metricOrder is the order workload w's metrics first appear in trials.
@@ -364,9 +385,9 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 	c := Cell{Workload: tab.Workload, Metric: tab.Metric, Platform: p, Unit: tab.Unit, HigherIsBetter: tab.HigherIsBetter,
 		Values: sortedValues(vals), IsBaseline: p == o.Baseline, Emulated: emulated}
 	c.Summary = stats.Summarize(c.Values)
-	c.Ceiling, c.AtCeiling = ceilingOf(vals)
+	c.Ceiling, c.AtCeiling, c.Below = ceilingOf(vals)
 	if !c.IsBaseline {
-		_, atBase := ceilingOf(base)
+		_, atBase, _ := ceilingOf(base)
 		c.BaseCeiling = atBase > 0
 	}
 	nan := math.NaN()
@@ -396,9 +417,10 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 			c.Verdict = VerdictNA
 			switch {
 			case c.AtCeiling > 0:
-				c.NoVerdict = "a lower bound: the search stopped at " + c.CeilingText()
+				c.NoVerdict = boundKind(c.Below) + ": the search stopped at " + c.CeilingText()
 			default:
-				c.NoVerdict = "the baseline's value is a lower bound: its search stopped at " + ceilingText(base)
+				bc := baseBound(base)
+				c.NoVerdict = "the baseline's value is " + boundKind(bc.Below) + ": its search stopped at " + bc.CeilingText()
 			}
 		}
 	}
@@ -418,11 +440,19 @@ func (res *Result) cell(tab Table, p string, base, vals map[int]point, emulated 
 	return c
 }
 
-// ceilingText is CeilingText of a baseline's values.
-func ceilingText(vals map[int]point) string {
+// baseBound is the bound part of a baseline's cell.
+func baseBound(vals map[int]point) Cell {
 	c := Cell{Summary: stats.Summary{N: len(vals)}}
-	c.Ceiling, c.AtCeiling = ceilingOf(vals)
-	return c.CeilingText()
+	c.Ceiling, c.AtCeiling, c.Below = ceilingOf(vals)
+	return c
+}
+
+// boundKind names a bound: "a lower bound", or below, "an upper bound".
+func boundKind(below bool) string {
+	if below {
+		return "an upper bound"
+	}
+	return "a lower bound"
 }
 
 // verdictOf applies the verdict rules to a ratio with n values behind it

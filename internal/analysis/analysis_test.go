@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"reflect"
@@ -590,21 +591,23 @@ func TestCeiling(t *testing.T) {
 	const peak = "peak_users"
 	// at builds a counted find-max trial; limit, when set, is the ceiling
 	// the trial's search reached.
-	at := func(p string, r int, v float64, limit string) store.Trial {
+	at := func(p string, r int, v float64, limit string, below bool) store.Trial {
 		tr := store.Trial{Workload: "auction", Platform: p, Round: r,
 			Metrics: []store.Metric{{Name: peak, Unit: "users", HigherIsBetter: true, Value: v}}}
 		if limit != "" {
-			tr.Notes = []string{"find-max over users", search.Ceiling{Metric: peak, Value: v, Is: limit}.Note()}
+			tr.Notes = []string{"find-max over users", search.Ceiling{Metric: peak, Value: v, Is: limit, Below: below}.Note()}
 		}
 		return tr
 	}
 	tests := []struct {
 		name string
-		// limits[p][r-1] is the ceiling trial r of platform p reached ("" none).
+		// limits[p][r-1] is the ceiling trial r of platform p reached ("" none,
+		// "f" the floor: every load failed).
 		limits  map[string][]string
 		values  map[string][]float64
 		want    map[string]string // platform -> CeilingText
 		noRatio map[string]bool
+		op      map[string]string // platform -> BoundOp, where not ">="
 	}{{
 		name:    "every search at the data's limit",
 		limits:  map[string][]string{"native": {"d", "d", "d", "d", "d"}, "docker-nat": {"d", "d", "d", "d", "d"}},
@@ -624,6 +627,13 @@ func TestCeiling(t *testing.T) {
 		want:    map[string]string{"native": "the data's limit in 1 of 5 trials", "docker-nat": ""},
 		noRatio: map[string]bool{"docker-nat": true},
 	}, {
+		name:    "every load failed on the other platform: an upper bound",
+		limits:  map[string][]string{"native": {"", "", "", "", ""}, "docker-nat": {"f", "f", "f", "f", "f"}},
+		values:  map[string][]float64{"native": {7900, 7800, 8000, 7950, 7900}, "docker-nat": {166, 166, 166, 166, 166}},
+		want:    map[string]string{"native": "", "docker-nat": "the lowest rate tried"},
+		noRatio: map[string]bool{"docker-nat": true},
+		op:      map[string]string{"docker-nat": "<"},
+	}, {
 		name:    "no ceiling: ratios as usual",
 		limits:  map[string][]string{"native": {"", "", "", "", ""}, "docker-nat": {"", "", "", "", ""}},
 		values:  map[string][]float64{"native": {2000, 2100, 1900, 2000, 2050}, "docker-nat": {1800, 1900, 1700, 1800, 1900}},
@@ -635,11 +645,14 @@ func TestCeiling(t *testing.T) {
 			var trials []store.Trial
 			for _, p := range []string{"native", "docker-nat"} {
 				for i, v := range tc.values[p] {
-					limit := ""
-					if tc.limits[p][i] != "" {
+					limit, below := "", false
+					switch tc.limits[p][i] {
+					case "d":
 						limit = "the data's limit"
+					case "f":
+						limit, below = "the lowest rate tried", true
 					}
-					trials = append(trials, at(p, i+1, v, limit))
+					trials = append(trials, at(p, i+1, v, limit, below))
 				}
 			}
 			res := Analyse(trials, Options{Baseline: "native", Platforms: []string{"native", "docker-nat"}})
@@ -647,6 +660,13 @@ func TestCeiling(t *testing.T) {
 				c := cell(t, res, "auction", peak, p)
 				if got := c.CeilingText(); got != tc.want[p] {
 					t.Errorf("%s: CeilingText %q, want %q", p, got, tc.want[p])
+				}
+				wantOp := cmp.Or(tc.op[p], ">=")
+				if c.BoundOp() != wantOp {
+					t.Errorf("%s: BoundOp %q, want %q", p, c.BoundOp(), wantOp)
+				}
+				if wantOp == "<" && !strings.HasPrefix(c.NoVerdict, "an upper bound") {
+					t.Errorf("%s: no verdict %q, want it called an upper bound", p, c.NoVerdict)
 				}
 				if c.IsBaseline {
 					continue

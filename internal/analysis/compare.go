@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 	"github.com/nearnative/nearnative/internal/store"
 )
@@ -58,6 +59,9 @@ type CompareRow struct {
 	// values lower bounds (TrialCeilings); "" for none. A run with one has
 	// no ratio to or from it.
 	Ceilings []string
+	// Below has one entry per run: its bounds are upper bounds (every
+	// load its searches tried failed), shown "< value".
+	Below []bool
 	// Ratios and Verdicts have one entry per later run: its mean over the
 	// first run's, with an unpaired CI, and "~", "better", "worse", "n/a",
 	// "n<5" (a run with fewer counted trials than the minimum), "p99<1000"
@@ -73,7 +77,7 @@ type compareKey struct{ w, m, p string }
 // runPoints are one run's counted values, per row.
 type runPoints struct {
 	vals     map[compareKey][]point
-	ceilings map[compareKey]string
+	ceilings map[compareKey]search.Ceiling
 	// pairs are the workload/platform pairs the run has counted trials of.
 	pairs map[string]bool
 }
@@ -150,7 +154,7 @@ func Compare(runs []RunData, o CompareOptions) (Comparison, error) {
 // collectRun gathers a run's counted values (with the observations behind
 // each) and the ceilings its find-max trials reached.
 func collectRun(trials []store.Trial) runPoints {
-	rp := runPoints{vals: map[compareKey][]point{}, ceilings: map[compareKey]string{}, pairs: map[string]bool{}}
+	rp := runPoints{vals: map[compareKey][]point{}, ceilings: map[compareKey]search.Ceiling{}, pairs: map[string]bool{}}
 	for _, t := range trials {
 		if t.Warmup || t.Error != "" {
 			continue
@@ -218,7 +222,8 @@ func compareRow(k compareKey, md store.Metric, points []runPoints, o CompareOpti
 			values[i] = append(values[i], p.v)
 		}
 		row.Summaries = append(row.Summaries, stats.Summarize(values[i]))
-		row.Ceilings = append(row.Ceilings, rp.ceilings[k])
+		row.Ceilings = append(row.Ceilings, rp.ceilings[k].Is)
+		row.Below = append(row.Below, rp.ceilings[k].Below)
 	}
 	so := statsFor(o.Stats, md.Quantile)
 	for i := 1; i < len(points); i++ {

@@ -106,7 +106,7 @@ var describe = map[WarningKind]struct{ phrase, unit, worst string }{
 	KindFailed:      {"failed trials left out", "workload/platform", "most"},
 	KindFewPairs:    {"no verdict: too few pairs", "cell", "fewest"},
 	KindFewSamples:  {"no verdict: percentile from too few samples per trial", "cell", "fewest"},
-	KindCeiling:     {"no maximum found: a find-max search stopped at a limit of its own (a lower bound, no verdict)", "cell", "e.g."},
+	KindCeiling:     {"no maximum found: a find-max search stopped at a limit of its own (a lower or upper bound, no verdict)", "cell", "e.g."},
 	KindDisturbed:   {"disturbed: CPU outside the run above the limit", "trial", "worst"},
 	KindDriver:      {"load generator may be the bottleneck", "workload/platform", "worst"},
 	KindNoisy:       {fmt.Sprintf("CV > %.0f%%", stats.HighCV*100), "cell", "worst"},
@@ -130,7 +130,11 @@ func (res *Result) cellWarnings(tab Table, c Cell) {
 		res.add(Warning{Kind: KindNoisy, Subject: subject, Severity: c.Summary.CV, Shown: fmt.Sprintf("%.1f%%", c.Summary.CV*100),
 			Text: fmt.Sprintf("%s: CV %.1f%% > %.0f%%: noisy, results less certain", subject, c.Summary.CV*100, stats.HighCV*100)})
 	}
-	if c.AtCeiling > 0 {
+	switch {
+	case c.AtCeiling > 0 && c.Below:
+		res.add(Warning{Kind: KindCeiling, Subject: subject, Severity: float64(c.AtCeiling), Shown: c.CeilingText(),
+			Text: fmt.Sprintf("%s: < %g (%s): every load the search tried failed, down to this limit of its own, so the value is an upper bound, not a maximum; the trials' notes say why the smallest load failed", subject, c.Summary.Mean, c.CeilingText())})
+	case c.AtCeiling > 0:
 		res.add(Warning{Kind: KindCeiling, Subject: subject, Severity: float64(c.AtCeiling), Shown: c.CeilingText(),
 			Text: fmt.Sprintf("%s: >= %g (%s): the search found no failing load below this limit of its own, so the value is a lower bound, not a maximum; raise the limit (its workload parameter) to find the maximum", subject, c.Summary.Mean, c.CeilingText())})
 	}

@@ -66,7 +66,11 @@ func CompareText(w io.Writer, c analysis.Comparison) error {
 			for k, s := range row.Summaries {
 				mean := num(s.Mean)
 				if row.Ceilings[k] != "" {
-					mean = ">= " + mean + " (" + row.Ceilings[k] + ")"
+					op := ">="
+					if row.Below[k] {
+						op = "<"
+					}
+					mean = op + " " + mean + " (" + row.Ceilings[k] + ")"
 				}
 				line += fmt.Sprintf("%s\t%d\t", mean, s.N)
 			}

@@ -215,14 +215,15 @@ func resultTable(w io.Writer, t analysis.Table) error {
 
 // MeanText is a cell's mean as format writes it, or, when the mean is a
 // lower bound because find-max searches stopped at a limit of their own,
-// ">= 3000 (the data's limit)".
+// ">= 3000 (the data's limit)", or an upper bound because every load they
+// tried failed, "< 166 (the lowest rate tried)".
 func MeanText(c analysis.Cell, format func(float64) string) string {
 	if t := c.CeilingText(); t != "" {
 		v := format(c.Summary.Mean)
 		if m := c.Summary.Mean; m == math.Trunc(m) && math.Abs(m) < 1e15 {
 			v = strconv.FormatFloat(m, 'f', 0, 64) // whole users or requests: ">= 3000"
 		}
-		return fmt.Sprintf(">= %s (%s)", v, t)
+		return fmt.Sprintf("%s %s (%s)", c.BoundOp(), v, t)
 	}
 	return format(c.Summary.Mean)
 }
@@ -376,11 +377,13 @@ type JSONRow struct {
 	// Ceiling names the limit of a find-max search's own that AtCeiling of
 	// the values reached: they, and the mean, are lower bounds, and the row
 	// has no ratio. BaseCeiling: the baseline's did.
-	Ceiling     string    `json:"ceiling,omitempty"`
-	AtCeiling   int       `json:"at_ceiling,omitempty"`
-	BaseCeiling bool      `json:"baseline_at_ceiling,omitempty"`
-	Note        string    `json:"note,omitempty"`
-	Values      []float64 `json:"values"`
+	Ceiling     string `json:"ceiling,omitempty"`
+	AtCeiling   int    `json:"at_ceiling,omitempty"`
+	BaseCeiling bool   `json:"baseline_at_ceiling,omitempty"`
+	// Below: the bounds AtCeiling counts are upper bounds ("< value").
+	Below  bool      `json:"below,omitempty"`
+	Note   string    `json:"note,omitempty"`
+	Values []float64 `json:"values"`
 }
 
 // JSONDoc is the document `--json` writes.
@@ -489,7 +492,7 @@ func jsonRow(t analysis.Table, c analysis.Cell) JSONRow {
 		Median: zeroNaN(c.Summary.Median), Min: zeroNaN(c.Summary.Min), Max: zeroNaN(c.Summary.Max),
 		CV: sig(zeroNaN(c.Summary.CV), 5), Ratio: finite(c.Ratio.Ratio), Significant: c.Ratio.Significant && c.NoVerdict == "",
 		Verdict: c.Verdict, NoVerdict: c.NoVerdict, Quantile: t.Quantile, MinSamples: c.MinSamples,
-		Values: c.Values, Emulated: c.Emulated, Ceiling: c.Ceiling, AtCeiling: c.AtCeiling, BaseCeiling: c.BaseCeiling}
+		Values: c.Values, Emulated: c.Emulated, Ceiling: c.Ceiling, AtCeiling: c.AtCeiling, BaseCeiling: c.BaseCeiling, Below: c.Below}
 	if c.Emulated {
 		row.Note = analysis.EmulatedMark
 	}

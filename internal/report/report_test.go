@@ -190,6 +190,7 @@ func TestClientLine(t *testing.T) {
 // TestCeilingGolden: a find-max whose every search stopped at the data's
 // limit on both platforms, and one whose other platform did in some rounds:
 // the table says ">= value (limit)" with no ratio, interval or verdict, and
+// one whose every load failed on the other platform says "< value (limit)";
 // the JSON rows name the ceiling with a null ratio.
 func TestCeilingGolden(t *testing.T) {
 	run := store.Run{ID: "20261126-120000-abcd", Study: "auction", Seed: 7, Baseline: "native", Status: "done"}
@@ -207,6 +208,11 @@ func TestCeilingGolden(t *testing.T) {
 		add("auction", "docker-nat", r, 3000, true)
 		add("auction-big", "native", r, 2000+float64(r)*10, false)
 		add("auction-big", "docker-nat", r, []float64{1800, 6000, 1700, 6000, 1900}[r-1], r%2 == 0)
+		add("http-max-lb", "native", r, 7900+float64(r)*10, false)
+		tr := store.Trial{RunID: run.ID, Round: r, Workload: "http-max-lb", Platform: "docker-nat", Started: time.Unix(0, 0),
+			Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: 166}}}
+		tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: 166, Is: "the lowest rate tried", Below: true}.Note()}
+		trials = append(trials, tr)
 	}
 	res := analysis.Analyse(trials, analysis.Options{Baseline: "native", Platforms: []string{"native", "docker-nat"}, Stats: stats.Options{Seed: 1}})
 	h := Header{Run: run}
@@ -215,7 +221,7 @@ func TestCeilingGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	for _, want := range []string{">= 3000 (the data's limit)", ">= 3480 (the data's limit in 2 of 5 trials)"} {
+	for _, want := range []string{">= 3000 (the data's limit)", ">= 3480 (the data's limit in 2 of 5 trials)", "< 166 (the lowest rate tried)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}

@@ -15,6 +15,10 @@ import (
 // like a result. Every find-max workload stores such a result with the note
 // Ceiling.Note makes, and the analysis reads it back with ParseCeiling:
 // the value is shown as ">= value (limit)", with no ratio and no verdict.
+//
+// The other side is a search whose every load failed down to the smallest
+// it may try: no maximum either, but an upper bound, shown as
+// "< value (limit)" under the same rules (Ceiling.Below).
 
 // CeilingPrefix starts the trial note of a result that is a lower bound.
 const CeilingPrefix = "ceiling: "
@@ -27,6 +31,17 @@ type Ceiling struct {
 	Value float64
 	// Is names the limit: "the data's limit", "the rate cap".
 	Is string
+	// Below marks an upper bound: every load failed down to Value, the
+	// smallest the search may try, so the real maximum is below it.
+	Below bool
+}
+
+// Op is the bound's relation to the real maximum: ">=" or "<".
+func (c Ceiling) Op() string {
+	if c.Below {
+		return "<"
+	}
+	return ">="
 }
 
 // CeilingOf returns the ceiling a finished search's decision reached, for
@@ -39,13 +54,28 @@ func (d Decision) CeilingOf(metric string) (Ceiling, bool) {
 	return Ceiling{Metric: metric, Value: d.Max, Is: d.CeilingIs}, true
 }
 
-// Note is the trial note that marks the metric as a lower bound.
+// FloorOf returns the upper bound a finished search whose every load
+// failed reached, for the trial metric that holds its result; false when
+// a load passed or the search stopped for another reason.
+func (d Decision) FloorOf(metric string) (Ceiling, bool) {
+	if !d.Done || d.Found || !d.Floor {
+		return Ceiling{}, false
+	}
+	return Ceiling{Metric: metric, Value: d.FloorAt, Is: d.FloorIs, Below: true}, true
+}
+
+// Note is the trial note that marks the metric as a lower bound (or, Below,
+// an upper one).
 func (c Ceiling) Note() string {
+	if c.Below {
+		return fmt.Sprintf("%s%s < %s (%s): every load the search tried failed, down to this limit of its own, so it found no maximum; the value is an upper bound and gets no ratio or verdict",
+			CeilingPrefix, c.Metric, strconv.FormatFloat(c.Value, 'g', -1, 64), c.Is)
+	}
 	return fmt.Sprintf("%s%s >= %s (%s): the search stopped at this limit of its own with no failing step above its best pass, so it found no maximum; the value is a lower bound and gets no ratio or verdict",
 		CeilingPrefix, c.Metric, strconv.FormatFloat(c.Value, 'g', -1, 64), c.Is)
 }
 
-var ceilingNote = regexp.MustCompile(`^` + regexp.QuoteMeta(CeilingPrefix) + `(\S+) >= (\S+) \(([^()]*)\)`)
+var ceilingNote = regexp.MustCompile(`^` + regexp.QuoteMeta(CeilingPrefix) + `(\S+) (>=|<) (\S+) \(([^()]*)\)`)
 
 // ParseCeiling reads a note Note wrote; false for any other note.
 func ParseCeiling(note string) (Ceiling, bool) {
@@ -56,9 +86,9 @@ func ParseCeiling(note string) (Ceiling, bool) {
 	if m == nil {
 		return Ceiling{}, false
 	}
-	v, err := strconv.ParseFloat(m[2], 64)
+	v, err := strconv.ParseFloat(m[3], 64)
 	if err != nil {
 		return Ceiling{}, false
 	}
-	return Ceiling{Metric: m[1], Value: v, Is: m[3]}, true
+	return Ceiling{Metric: m[1], Value: v, Is: m[4], Below: m[2] == "<"}, true
 }

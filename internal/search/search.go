@@ -88,6 +88,10 @@ type Config struct {
 	// MaxIs names what sets Max, for a result that reached it ("the
 	// data's limit", "the rate cap"); empty: "the search's maximum".
 	MaxIs string
+	// MinIs names what sets Min, for a search whose every load failed down
+	// to it ("the lowest rate a p99 can be judged at"); empty: "the
+	// search's minimum".
+	MinIs string
 }
 
 // withDefaults fills the zero fields.
@@ -172,6 +176,12 @@ type Decision struct {
 	// of the real maximum, not a maximum. CeilingIs names that limit.
 	Ceiling   bool
 	CeilingIs string
+	// Floor, when Done without Found, says that every load tried failed
+	// down to the smallest the search may try, FloorAt: the real maximum,
+	// if there is one, is below it. FloorIs names that limit.
+	Floor   bool
+	FloorAt float64
+	FloorIs string
 }
 
 // Reasons a search stops.
@@ -345,6 +355,12 @@ func (s state) done(c Config, reason string) Decision {
 	d := Decision{Done: true, Found: s.hasPass, Max: s.maxPass, Reason: reason}
 	if d.Found && !s.hasFail {
 		d.Ceiling, d.CeilingIs = true, c.ceilingIs(s.maxPass, reason)
+	}
+	if !d.Found && reason == ReasonMinFailed && s.hasFail {
+		d.Floor, d.FloorAt, d.FloorIs = true, s.minFail, c.MinIs
+		if d.FloorIs == "" {
+			d.FloorIs = "the search's minimum"
+		}
 	}
 	return d
 }

@@ -392,9 +392,49 @@ func TestCeiling(t *testing.T) {
 			}
 		})
 	}
-	for _, note := range []string{"", "find-max: 3000 users passed", "ceiling: peak >= x (limit)", "ceiling: peak 3000"} {
+	for _, note := range []string{"", "find-max: 3000 users passed", "ceiling: peak >= x (limit)", "ceiling: peak 3000", "ceiling: peak <= 3000 (limit)"} {
 		if c, ok := ParseCeiling(note); ok {
 			t.Errorf("ParseCeiling(%q) = %+v, want no ceiling", note, c)
 		}
+	}
+}
+
+// TestFloor checks that a search whose every load failed down to its
+// minimum ends at an upper bound named by MinIs, and that no other ending
+// does.
+func TestFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		judge func(float64) bool
+		floor bool
+		is    string
+		at    float64
+	}{
+		{"nothing passed down to a named minimum", Config{Start: 1000, Min: 166, MinIs: "the lowest rate tried"}, threshold(10), true, "the lowest rate tried", 166},
+		{"nothing passed, unnamed", Config{Start: 100, Min: 80, Step: 0.1}, threshold(10), true, "the search's minimum", 80},
+		{"a pass below the start", Config{Start: 1000, Min: 100}, threshold(300), false, "", 0},
+		{"a ceiling is no floor", Config{Start: 400, Max: 3000, Integer: true}, threshold(1e9), false, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hist, d := drive(t, tc.cfg, tc.judge)
+			c, ok := d.FloorOf("max_rate")
+			if ok != tc.floor {
+				t.Fatalf("floor %v (%+v), want %v; steps %v", ok, d, tc.floor, hist)
+			}
+			if _, ceil := d.CeilingOf("max_rate"); ceil && ok {
+				t.Fatalf("both a floor and a ceiling: %+v", d)
+			}
+			if !ok {
+				return
+			}
+			if c.Is != tc.is || c.Value != tc.at || !c.Below || c.Op() != "<" {
+				t.Errorf("floor %+v, want < %g (%s)", c, tc.at, tc.is)
+			}
+			back, ok := ParseCeiling(c.Note())
+			if !ok || back != c {
+				t.Errorf("ParseCeiling(%q) = %+v %v, want %+v", c.Note(), back, ok, c)
+			}
+		})
 	}
 }

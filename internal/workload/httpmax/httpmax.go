@@ -106,7 +106,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 		lb:          v.String("lb"),
 		backends:    v.Int("backends"),
 		search: search.Config{Start: v.Float("start_rate"), Max: v.Float("max_rate"), Min: 1,
-			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps"), MaxIs: "the rate cap, max_rate"},
+			Tolerance: v.Float("tolerance"), MaxSteps: v.Int("max_steps"), MaxIs: "the rate cap, max_rate", MinIs: "the lowest rate tried"},
 		warmup: v.Duration("step_warmup"),
 		coarse: v.Duration("coarse_interval"),
 	}
@@ -285,6 +285,15 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if n := in.cliffNote(t.ClientHost(), t.Platform, sr.Steps); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
+	if f, ok := sr.FloorOf(MetricMaxRate); ok {
+		res.Notes = append(res.Notes, OpenLoopNote, in.searchNote(t, sr))
+		if tg.finish != nil {
+			if err := tg.finish(ctx, &res); err != nil {
+				return res, err
+			}
+		}
+		return in.floorResult(res, sr, f), nil
+	}
 	d, err := atMax(sr)
 	if err != nil {
 		return res, err
@@ -333,11 +342,30 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, tg *target) (
 	if !sr.Found && sr.Reason == search.ReasonStepCap {
 		return sr, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
 	}
+	if _, ok := sr.FloorOf(MetricMaxRate); ok {
+		// Every rate failed down to the lowest a p99 can be judged at: a
+		// finding (the maximum is below it), not a failed trial.
+		return sr, nil
+	}
 	if !sr.Found {
 		return sr, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
 			in.limit, cfg.Min, maxTailInterval, tailSamples, lastSummary(sr.Steps))
 	}
 	return sr, nil
+}
+
+// floorResult is the trial of a search whose every rate failed: max_rate is
+// the lowest rate tried, marked as an upper bound (no ratio, no verdict),
+// and nothing else is a metric, since no step met the QoS to measure it at.
+func (in *Instance) floorResult(res workload.Result, sr search.Result, f search.Ceiling) workload.Result {
+	res.Values = map[string]float64{
+		MetricMaxRate: f.Value,
+		MetricSteps:   float64(len(sr.Steps)),
+	}
+	res.Notes = append(res.Notes, f.Note(),
+		fmt.Sprintf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
+			in.limit, f.Value, maxTailInterval, tailSamples, lastSummary(sr.Steps)))
+	return res
 }
 
 // atMax is the record of the (last) passing step at the maximum: the
