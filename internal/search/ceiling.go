@@ -16,9 +16,10 @@ import (
 // Ceiling.Note makes, and the analysis reads it back with ParseCeiling:
 // the value is shown as ">= value (limit)", with no ratio and no verdict.
 //
-// The other side is a search whose every load failed down to the smallest
-// it may try: no maximum either, but an upper bound, shown as
-// "< value (limit)" under the same rules (Ceiling.Below).
+// The other side is a search with no pass standing when it stopped (every
+// load failed down to the smallest it may try, or to where its step cap
+// ended it): no maximum either, but an upper bound, the lowest load that
+// failed, shown as "< value (limit)" under the same rules (Ceiling.Below).
 
 // CeilingPrefix starts the trial note of a result that is a lower bound.
 const CeilingPrefix = "ceiling: "
@@ -54,9 +55,9 @@ func (d Decision) CeilingOf(metric string) (Ceiling, bool) {
 	return Ceiling{Metric: metric, Value: d.Max, Is: d.CeilingIs}, true
 }
 
-// FloorOf returns the upper bound a finished search whose every load
-// failed reached, for the trial metric that holds its result; false when
-// a load passed or the search stopped for another reason.
+// FloorOf returns the upper bound a finished search with no standing pass
+// reached (Decision.Floor), for the trial metric that holds its result;
+// false when a pass stands.
 func (d Decision) FloorOf(metric string) (Ceiling, bool) {
 	if !d.Done || d.Found || !d.Floor {
 		return Ceiling{}, false
@@ -68,7 +69,7 @@ func (d Decision) FloorOf(metric string) (Ceiling, bool) {
 // an upper one).
 func (c Ceiling) Note() string {
 	if c.Below {
-		return fmt.Sprintf("%s%s < %s (%s): every load the search tried failed, down to this limit of its own, so it found no maximum; the value is an upper bound and gets no ratio or verdict",
+		return fmt.Sprintf("%s%s < %s (%s): no load the search tried passed (or a later step overruled the pass), and it stopped at this limit of its own, so it found no maximum; the value, the lowest load that failed, is an upper bound and gets no ratio or verdict",
 			CeilingPrefix, c.Metric, strconv.FormatFloat(c.Value, 'g', -1, 64), c.Is)
 	}
 	return fmt.Sprintf("%s%s >= %s (%s): the search stopped at this limit of its own with no failing step above its best pass, so it found no maximum; the value is a lower bound and gets no ratio or verdict",

@@ -176,9 +176,11 @@ type Decision struct {
 	// of the real maximum, not a maximum. CeilingIs names that limit.
 	Ceiling   bool
 	CeilingIs string
-	// Floor, when Done without Found, says that every load tried failed
-	// down to the smallest the search may try, FloorAt: the real maximum,
-	// if there is one, is below it. FloorIs names that limit.
+	// Floor, when Done without Found, says that no pass stands (every load
+	// failed, or a later step overruled the pass) and FloorAt, the lowest
+	// load that failed, is an upper bound of the real maximum: the search
+	// went down to the smallest load it may try, or its step cap ended it
+	// on the way. FloorIs names where it stopped.
 	Floor   bool
 	FloorAt float64
 	FloorIs string
@@ -356,11 +358,8 @@ func (s state) done(c Config, reason string) Decision {
 	if d.Found && !s.hasFail {
 		d.Ceiling, d.CeilingIs = true, c.ceilingIs(s.maxPass, reason)
 	}
-	if !d.Found && reason == ReasonMinFailed && s.hasFail {
-		d.Floor, d.FloorAt, d.FloorIs = true, s.minFail, c.MinIs
-		if d.FloorIs == "" {
-			d.FloorIs = "the search's minimum"
-		}
+	if !d.Found && s.hasFail {
+		d.Floor, d.FloorAt, d.FloorIs = true, s.minFail, c.floorIs(s.minFail)
 	}
 	return d
 }
@@ -435,6 +434,18 @@ func (c Config) ceilingIs(maxPass float64, reason string) string {
 		return "the step cap"
 	}
 	return "no step above it failed"
+}
+
+// floorIs names where a search with no standing pass stopped: at its
+// smallest load, or at its step cap before it got there.
+func (c Config) floorIs(minFail float64) string {
+	switch {
+	case minFail <= c.Min && c.MinIs != "":
+		return c.MinIs
+	case minFail <= c.Min:
+		return "the search's minimum"
+	}
+	return "the lowest load tried before the step cap"
 }
 
 // narrow reports whether the bracket is closed: min-fail - max-pass below

@@ -414,6 +414,11 @@ func TestFloor(t *testing.T) {
 		{"nothing passed down to a named minimum", Config{Start: 1000, Min: 166, MinIs: "the lowest rate tried"}, threshold(10), true, "the lowest rate tried", 166},
 		{"nothing passed, unnamed", Config{Start: 100, Min: 80, Step: 0.1}, threshold(10), true, "the search's minimum", 80},
 		{"a pass below the start", Config{Start: 1000, Min: 100}, threshold(300), false, "", 0},
+		// http-max-lb's docker-nat on 2026-11-27: 250 passed once, then
+		// every step failed, its verification included, and the cap came
+		// before the minimum.
+		{"the step cap after the only pass was overruled", Config{Start: 2000, Min: 100, Tolerance: 0.05, MaxSteps: 12},
+			script([]bool{false, false, false, true}, threshold(0)), true, "the lowest load tried before the step cap", 0},
 		{"a ceiling is no floor", Config{Start: 400, Max: 3000, Integer: true}, threshold(1e9), false, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -428,7 +433,16 @@ func TestFloor(t *testing.T) {
 			if !ok {
 				return
 			}
-			if c.Is != tc.is || c.Value != tc.at || !c.Below || c.Op() != "<" {
+			low := math.Inf(1)
+			for _, st := range hist {
+				if !st.Pass {
+					low = math.Min(low, st.Value)
+				}
+			}
+			if tc.at == 0 {
+				tc.at = low // where the script's search went
+			}
+			if c.Is != tc.is || c.Value != tc.at || c.Value != low || !c.Below || c.Op() != "<" {
 				t.Errorf("floor %+v, want < %g (%s)", c, tc.at, tc.is)
 			}
 			back, ok := ParseCeiling(c.Note())
