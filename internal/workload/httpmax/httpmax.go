@@ -339,13 +339,14 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, tg *target) (
 			return sr, fmt.Errorf("%w: %w", errTopologyGone, err)
 		}
 	}
+	if _, ok := sr.FloorOf(MetricMaxRate); ok {
+		// No pass stands (every rate failed, down to the lowest a p99 can
+		// be judged at or to the step cap): a finding, the maximum is
+		// below the lowest rate that failed, not a failed trial.
+		return sr, nil
+	}
 	if !sr.Found && sr.Reason == search.ReasonStepCap {
 		return sr, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
-	}
-	if _, ok := sr.FloorOf(MetricMaxRate); ok {
-		// Every rate failed down to the lowest a p99 can be judged at: a
-		// finding (the maximum is below it), not a failed trial.
-		return sr, nil
 	}
 	if !sr.Found {
 		return sr, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
@@ -362,9 +363,13 @@ func (in *Instance) floorResult(res workload.Result, sr search.Result, f search.
 		MetricMaxRate: f.Value,
 		MetricSteps:   float64(len(sr.Steps)),
 	}
-	res.Notes = append(res.Notes, f.Note(),
-		fmt.Sprintf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
-			in.limit, f.Value, maxTailInterval, tailSamples, lastSummary(sr.Steps)))
+	why := fmt.Sprintf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
+		in.limit, f.Value, maxTailInterval, tailSamples, lastSummary(sr.Steps))
+	if sr.Reason == search.ReasonStepCap {
+		why = fmt.Sprintf("no request rate met p99 <= %v and stood in %d steps (%s; the lowest that failed: %g req/s): %s",
+			in.limit, len(sr.Steps), search.ReasonStepCap, f.Value, lastSummary(sr.Steps))
+	}
+	res.Notes = append(res.Notes, f.Note(), why)
 	return res
 }
 

@@ -129,45 +129,57 @@ func findMax(t *testing.T, params map[string]string, kinds []string, check func(
 	}
 }
 
-// TestFloorIsAFinding: a limit no request can meet fails every rate down to
-// the lowest the search tries; the trial is still a result, max_rate that
-// rate marked as an upper bound (the analysis shows "< 100") with no other
-// metric, since no step met the QoS to measure one at.
+// TestFloorIsAFinding: a limit no request can meet fails every rate, down to
+// the lowest the search tries or until its step cap; either way the trial
+// is still a result, max_rate the lowest rate that failed marked as an
+// upper bound (the analysis shows "< 100") with no other metric, since no
+// step met the QoS to measure one at.
 func TestFloorIsAFinding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs nginx")
 	}
 	run := runid.New()
 	ps := testenv.Platforms(t, run, t.TempDir(), platform.Native)
-	in, err := newInstance(t, map[string]string{"limit": "1us", "start_rate": "100", "step_warmup": "200ms", "coarse_interval": "500ms"}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	log := &search.MemLog{}
-	res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[platform.Native], Duration: 500 * time.Millisecond,
-		RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: &testenv.Series{}})
-	if err != nil {
-		t.Fatalf("Run: %v (a search whose every rate failed is a finding, not a failed trial)", err)
-	}
-	var floor search.Ceiling
-	for _, n := range res.Notes {
-		if c, ok := search.ParseCeiling(n); ok {
-			floor = c
-		}
-	}
-	if !floor.Below || floor.Metric != MetricMaxRate || floor.Value != 100 || floor.Is != "the lowest rate tried" {
-		t.Errorf("bound note %+v, want max_rate < 100 (the lowest rate tried); notes %q", floor, res.Notes)
-	}
-	if res.Values[MetricMaxRate] != 100 || len(res.Values) != 2 || res.Values[MetricSteps] < 1 {
-		t.Errorf("values %v, want max_rate 100 and the steps only", res.Values)
-	}
-	steps, _ := log.Steps(ctx)
-	for _, st := range steps {
-		if st.Pass {
-			t.Errorf("step %d passed a 1 µs p99 limit: %s", st.Seq, st.Summary)
-		}
+	for _, tc := range []struct {
+		name, start, steps, is string
+		at                     float64
+	}{
+		{"down to the lowest rate", "100", "40", "the lowest rate tried", 100},
+		{"the step cap first", "2000", "2", "the lowest load tried before the step cap", 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := newInstance(t, map[string]string{"limit": "1us", "start_rate": tc.start, "max_steps": tc.steps,
+				"step_warmup": "200ms", "coarse_interval": "500ms"}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			log := &search.MemLog{}
+			res, err := in.Run(ctx, workload.Trial{Run: run, Name: "t1", Platform: ps[platform.Native], Duration: 500 * time.Millisecond,
+				RawDir: t.TempDir(), Log: testenv.Log{T: t}, Steps: log, Series: &testenv.Series{}})
+			if err != nil {
+				t.Fatalf("Run: %v (a search with no standing pass is a finding, not a failed trial)", err)
+			}
+			var floor search.Ceiling
+			for _, n := range res.Notes {
+				if c, ok := search.ParseCeiling(n); ok {
+					floor = c
+				}
+			}
+			if !floor.Below || floor.Metric != MetricMaxRate || floor.Value != tc.at || floor.Is != tc.is {
+				t.Errorf("bound note %+v, want max_rate < %g (%s); notes %q", floor, tc.at, tc.is, res.Notes)
+			}
+			if res.Values[MetricMaxRate] != tc.at || len(res.Values) != 2 || res.Values[MetricSteps] < 1 {
+				t.Errorf("values %v, want max_rate %g and the steps only", res.Values, tc.at)
+			}
+			steps, _ := log.Steps(ctx)
+			for _, st := range steps {
+				if st.Pass {
+					t.Errorf("step %d passed a 1 µs p99 limit: %s", st.Seq, st.Summary)
+				}
+			}
+		})
 	}
 }
 
