@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -697,12 +698,16 @@ func (e *runner) keep(ctx context.Context, name string, t store.Trial, l *placem
 
 // storedMetrics turns a trial's result into the metrics to store, in the
 // order the workload declares them, with what each metric is. A declared
-// metric without a value, or a percentile without the number of samples
-// behind it, fails the trial (the returned error text).
+// metric without a value (unless the result names it Unmeasured), or a
+// percentile without the number of samples behind it, fails the trial (the
+// returned error text).
 func storedMetrics(kind string, declared []workload.Metric, res workload.Result) ([]store.Metric, string) {
 	var out []store.Metric
 	for _, m := range declared {
 		v, ok := res.Values[m.Name]
+		if !ok && slices.Contains(res.Unmeasured, m.Name) {
+			continue
+		}
 		if !ok {
 			return nil, fmt.Sprintf("workload %s did not report metric %s", kind, m.Name)
 		}

@@ -1304,7 +1304,8 @@ func TestUntilCIMetricsChecked(t *testing.T) {
 
 // TestStoredMetricAttributes: what a metric is (diagnostic, a percentile)
 // and the samples behind it are stored with every trial; a percentile
-// without its samples fails the trial.
+// without its samples fails the trial, a metric missing unannounced fails
+// it, one the result names Unmeasured is left out.
 func TestStoredMetricAttributes(t *testing.T) {
 	decl := []workload.Metric{
 		{Name: "ops", HigherIsBetter: true},
@@ -1328,6 +1329,12 @@ func TestStoredMetricAttributes(t *testing.T) {
 	delete(res.Values, "ops")
 	if _, errText := storedMetrics("fake", decl, res); !strings.Contains(errText, "did not report metric ops") {
 		t.Errorf("missing metric: %q", errText)
+	}
+	// A metric the trial says it could not measure is left out, not failed.
+	res = workload.Result{Values: map[string]float64{"ops": 1}, Unmeasured: []string{"p99", "cpu_pct"}}
+	got, errText = storedMetrics("fake", decl, res)
+	if errText != "" || len(got) != 1 || got[0].Name != "ops" {
+		t.Errorf("unmeasured metrics: %+v, %q; want ops alone", got, errText)
 	}
 }
 

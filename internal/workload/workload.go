@@ -311,6 +311,11 @@ type Result struct {
 	// value (the requests a latency percentile was computed from); required
 	// for metrics with a Quantile.
 	Samples map[string]int64
+	// Unmeasured names declared metrics this trial has, on purpose, no value
+	// for (a find-max search with no standing pass has no maximum to
+	// measure the CPU or the p99 at); its Notes say why. Any other declared
+	// metric without a value fails the trial.
+	Unmeasured []string
 }
 
 // Instance is a workload with its parameters fixed.

@@ -661,6 +661,15 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 	for _, name := range spec.Ports {
 		n := pl.listen.Ports[name]
 		switch p.kind {
+		case platform.DockerNAT, platform.DockerProxy:
+			if pl.publishOn == "" {
+				// A server only the run's other servers reach (a topology's
+				// inner tier): its port is not published anywhere.
+				parts = append(parts, fmt.Sprintf("port %d on %s, not published (the run's other servers reach it)", n, s.bridgeIP))
+				continue
+			}
+		}
+		switch p.kind {
 		case platform.DockerNAT:
 			via := "iptables DNAT"
 			if p.eng.flavor.PublishVia != "" {

@@ -363,6 +363,11 @@ func (in *Instance) floorResult(res workload.Result, sr search.Result, f search.
 		MetricMaxRate: f.Value,
 		MetricSteps:   float64(len(sr.Steps)),
 	}
+	for _, m := range in.Metrics() {
+		if _, ok := res.Values[m.Name]; !ok {
+			res.Unmeasured = append(res.Unmeasured, m.Name)
+		}
+	}
 	why := fmt.Sprintf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
 		in.limit, f.Value, maxTailInterval, tailSamples, lastSummary(sr.Steps))
 	if sr.Reason == search.ReasonStepCap {

@@ -173,6 +173,11 @@ func TestFloorIsAFinding(t *testing.T) {
 			if res.Values[MetricMaxRate] != tc.at || len(res.Values) != 2 || res.Values[MetricSteps] < 1 {
 				t.Errorf("values %v, want max_rate %g and the steps only", res.Values, tc.at)
 			}
+			// The engine stores a trial only with every declared metric
+			// valued or named unmeasured.
+			if n := len(res.Values) + len(res.Unmeasured); n != len(in.Metrics()) {
+				t.Errorf("%d metrics valued, %v unmeasured, %d declared", len(res.Values), res.Unmeasured, len(in.Metrics()))
+			}
 			steps, _ := log.Steps(ctx)
 			for _, st := range steps {
 				if st.Pass {
