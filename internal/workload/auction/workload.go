@@ -2,6 +2,7 @@ package auction
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -353,9 +354,11 @@ func (in *Instance) sizedNote() string {
 	return fmt.Sprintf(" (sized from the machine: %d per CPU, %s 0)", UsersPerCPU, pMaxUsers)
 }
 
-// bootEstimate is a rough time to copy the data and start the servers: a
-// Tomcat deploying the WAR has taken 20 to 60 s on a loaded 2-core machine.
-const bootEstimate = 45 * time.Second
+// bootEstimate is a rough time to copy the data and start the servers: the
+// last server answered 12-16 s after a trial began on the quiet 2-core
+// machine (run 20261127-052428-8d4a); a Tomcat deploying the WAR has taken
+// 20 to 60 s on a loaded one, which the run's busy-machine line warns of.
+const bootEstimate = 15 * time.Second
 
 // UsersPerCPU sizes the data when max_users is 0: twice the simulated
 // users one CPU of the development machine carries, so that a search fails
@@ -372,13 +375,19 @@ const UsersPerCPU = 3400
 // MachineUsers is the data's size from this machine: UsersPerCPU per CPU.
 func MachineUsers() int { return min(UsersPerCPU*max(sysinfo.CPUCount(), 1), app.MaxMaxUsers) }
 
-// expectedPeak is where the duration estimate puts the peak: what the
-// machine's CPUs carry (half of MachineUsers), or the most users the search
-// may try if that is lower; the search then runs its coarse ramp past it,
-// fails, and fine-steps back.
+// expectedPeak is where the duration estimate puts the peak: peakShare of
+// MachineUsers, or the most users the search may try if that is lower; the
+// search then runs its coarse ramp past it, fails, and fine-steps back.
 func (in *Instance) expectedPeak() float64 {
-	return min(float64(in.searchMax), float64(MachineUsers())/2)
+	return min(float64(in.searchMax), math.Round(float64(MachineUsers())*peakShare))
 }
+
+// peakShare is the share of MachineUsers the machine carries at the peak:
+// `run auction --quick` on the quiet 2-core development machine (run
+// 20261127-052428-8d4a) peaked at 1417-2040 users, mean 1847, of the 6800
+// the data was sized for (0.27); half, assumed before, made the estimate
+// 1.43x the real time.
+const peakShare = 0.27
 
 // Estimate implements workload.Estimator: the servers' start and the search
 // as search.Simulate plays it against expectedPeak; each step a ramp, a

@@ -318,7 +318,7 @@ func TestRulesAreFaban(t *testing.T) {
 
 // TestEstimate: a fixed trial is its ramps and the trial beside the stack's
 // start; a find-max trial (quick: from a quarter of the machine-sized
-// maximum, doubling past the assumed peak of half of it, in 3 coarse steps,
+// maximum, doubling past the assumed peak of 0.45 of it, in 2 coarse steps,
 // then fine steps within the cap of 7) is its steps, each a step ramp, the
 // trial, the ramp-down and the step's overhead.
 func TestEstimate(t *testing.T) {
@@ -346,7 +346,7 @@ func TestEstimate(t *testing.T) {
 			coarse++
 		}
 	}
-	if coarse != 3 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
+	if coarse != 2 || len(steps) <= coarse || len(steps) > fm.s.Search.MaxSteps {
 		t.Errorf("find-max: %d steps, %d coarse: %v", len(steps), coarse, steps)
 	}
 	fails := 0
