@@ -75,22 +75,15 @@ type Cell struct {
 	Ceiling     string
 	AtCeiling   int
 	BaseCeiling bool
-	// Below is set when the bounds AtCeiling counts are upper bounds: every
-	// load those searches tried failed, down to their smallest (the mean is
-	// then "< value", search.Ceiling.Below).
+	// Below is set when the bounds AtCeiling counts are upper bounds: no
+	// pass stood when those searches stopped (the mean is then "< value",
+	// search.Ceiling.Below).
 	Below bool
 }
 
 // BoundOp is how the cell's bounded mean relates to the real maximum:
 // ">=" for a lower bound, "<" when every bound is an upper one.
-func (c Cell) BoundOp() string { return boundOp(c.Below) }
-
-func boundOp(below bool) string {
-	if below {
-		return "<"
-	}
-	return ">="
-}
+func (c Cell) BoundOp() string { return search.BoundOp(c.Below) }
 
 // CeilingText says why the cell's mean is only a lower bound: "the data's
 // limit", or "the data's limit in 2 of 5 trials"; "" when it is not.

@@ -59,8 +59,8 @@ type CompareRow struct {
 	// values lower bounds (TrialCeilings); "" for none. A run with one has
 	// no ratio to or from it.
 	Ceilings []string
-	// Below has one entry per run: its bounds are upper bounds (every
-	// load its searches tried failed), shown "< value".
+	// Below has one entry per run: its bounds are upper bounds (no pass
+	// stood when its searches stopped), shown "< value".
 	Below []bool
 	// Ratios and Verdicts have one entry per later run: its mean over the
 	// first run's, with an unpaired CI, and "~", "better", "worse", "n/a",

@@ -133,7 +133,7 @@ func (res *Result) cellWarnings(tab Table, c Cell) {
 	switch {
 	case c.AtCeiling > 0 && c.Below:
 		res.add(Warning{Kind: KindCeiling, Subject: subject, Severity: float64(c.AtCeiling), Shown: c.CeilingText(),
-			Text: fmt.Sprintf("%s: < %g (%s): every load the search tried failed, down to this limit of its own, so the value is an upper bound, not a maximum; the trials' notes say why the smallest load failed", subject, c.Summary.Mean, c.CeilingText())})
+			Text: fmt.Sprintf("%s: < %g (%s): no load the search tried passed (or a later step overruled the pass) before it stopped at this limit of its own, so the value, the lowest load that failed, is an upper bound, not a maximum; the trials' notes say why the loads failed", subject, c.Summary.Mean, c.CeilingText())})
 	case c.AtCeiling > 0:
 		res.add(Warning{Kind: KindCeiling, Subject: subject, Severity: float64(c.AtCeiling), Shown: c.CeilingText(),
 			Text: fmt.Sprintf("%s: >= %g (%s): the search found no failing load below this limit of its own, so the value is a lower bound, not a maximum; raise the limit (its workload parameter) to find the maximum", subject, c.Summary.Mean, c.CeilingText())})

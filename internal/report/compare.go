@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/analysis"
+	"github.com/nearnative/nearnative/internal/search"
 	"github.com/nearnative/nearnative/internal/stats"
 )
 
@@ -66,11 +67,7 @@ func CompareText(w io.Writer, c analysis.Comparison) error {
 			for k, s := range row.Summaries {
 				mean := num(s.Mean)
 				if row.Ceilings[k] != "" {
-					op := ">="
-					if row.Below[k] {
-						op = "<"
-					}
-					mean = op + " " + mean + " (" + row.Ceilings[k] + ")"
+					mean = search.BoundOp(row.Below[k]) + " " + mean + " (" + row.Ceilings[k] + ")"
 				}
 				line += fmt.Sprintf("%s\t%d\t", mean, s.N)
 			}

@@ -81,36 +81,45 @@ func TestCompareNothingInCommon(t *testing.T) {
 
 // TestCompareCeiling: a run whose find-max trials stopped at a limit of
 // their own has no ratio to the other run, and the table says ">= mean
-// (limit)" for it.
+// (limit)" for it, or "< mean (limit)" when the bounds are upper ones.
 func TestCompareCeiling(t *testing.T) {
-	mk := func(id runid.ID, v float64, ceiling bool) (store.Run, []store.Trial) {
-		r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: reporttest.T0}
-		var ts []store.Trial
-		for round := 1; round <= 5; round++ {
-			tr := store.Trial{RunID: id, Round: round, Workload: "auction", Platform: "native",
-				Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: v + float64(round)}}}
-			if ceiling {
-				tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: v + float64(round), Is: "the data's limit"}.Note()}
+	for _, tc := range []struct {
+		is    string
+		below bool
+		want  string
+	}{
+		{"the data's limit", false, ">= 3003.0 (the data's limit)"},
+		{"the lowest rate tried", true, "< 3003.0 (the lowest rate tried)"},
+	} {
+		mk := func(id runid.ID, v float64, ceiling bool) (store.Run, []store.Trial) {
+			r := store.Run{ID: id, Study: "auction", Baseline: "native", Status: "done", Started: reporttest.T0}
+			var ts []store.Trial
+			for round := 1; round <= 5; round++ {
+				tr := store.Trial{RunID: id, Round: round, Workload: "auction", Platform: "native",
+					Metrics: []store.Metric{{Name: "peak_users", Unit: "users", HigherIsBetter: true, Value: v + float64(round)}}}
+				if ceiling {
+					tr.Notes = []string{search.Ceiling{Metric: "peak_users", Value: v + float64(round), Is: tc.is, Below: tc.below}.Note()}
+				}
+				ts = append(ts, tr)
 			}
-			ts = append(ts, tr)
+			return r, ts
 		}
-		return r, ts
-	}
-	a, ta := mk(reporttest.RunA, 2000, false)
-	b, tb := mk(reporttest.RunB, 3000, true)
-	c, err := analysis.Compare([]analysis.RunData{{Run: a, Trials: ta}, {Run: b, Trials: tb}}, analysis.CompareOptions{Stats: stats.Options{Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := c.Rows[0]
-	if row.Verdicts[0] != "n/a" || !math.IsNaN(row.Ratios[0].Ratio) || row.Ceilings[1] != "the data's limit" || row.Ceilings[0] != "" {
-		t.Errorf("row %+v: want no ratio and run B's ceiling", row)
-	}
-	var out bytes.Buffer
-	if err := CompareText(&out, c); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), ">= 3003.0 (the data's limit)") {
-		t.Errorf("comparison lacks the ceiling:\n%s", out.String())
+		a, ta := mk(reporttest.RunA, 2000, false)
+		b, tb := mk(reporttest.RunB, 3000, true)
+		c, err := analysis.Compare([]analysis.RunData{{Run: a, Trials: ta}, {Run: b, Trials: tb}}, analysis.CompareOptions{Stats: stats.Options{Seed: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := c.Rows[0]
+		if row.Verdicts[0] != "n/a" || !math.IsNaN(row.Ratios[0].Ratio) || row.Ceilings[1] != tc.is || row.Ceilings[0] != "" || row.Below[1] != tc.below || row.Below[0] {
+			t.Errorf("row %+v: want no ratio and run B's bound (%s, below %v)", row, tc.is, tc.below)
+		}
+		var out bytes.Buffer
+		if err := CompareText(&out, c); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("comparison lacks %q:\n%s", tc.want, out.String())
+		}
 	}
 }

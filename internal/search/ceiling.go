@@ -24,7 +24,10 @@ import (
 // CeilingPrefix starts the trial note of a result that is a lower bound.
 const CeilingPrefix = "ceiling: "
 
-// Ceiling is a find-max result that reached a limit of the search's own.
+// Ceiling is a find-max result that reached a limit of the search's own: a
+// lower bound of the real maximum (the ceiling the name is for) or, Below,
+// an upper bound (the floor FloorOf returns). Both are one note format and
+// one rule in the analysis, so they are one type.
 type Ceiling struct {
 	// Metric is the trial's metric that holds the search's result.
 	Metric string
@@ -32,14 +35,20 @@ type Ceiling struct {
 	Value float64
 	// Is names the limit: "the data's limit", "the rate cap".
 	Is string
-	// Below marks an upper bound: every load failed down to Value, the
-	// smallest the search may try, so the real maximum is below it.
+	// Below marks an upper bound: no pass stood when the search stopped
+	// and Value is the lowest load that failed, so the real maximum is
+	// below it.
 	Below bool
 }
 
 // Op is the bound's relation to the real maximum: ">=" or "<".
-func (c Ceiling) Op() string {
-	if c.Below {
+func (c Ceiling) Op() string { return BoundOp(c.Below) }
+
+// BoundOp is how a bound relates to the real maximum: ">=" for a lower
+// bound, "<" for an upper one (below). Every table that shows a bound
+// writes it with this.
+func BoundOp(below bool) string {
+	if below {
 		return "<"
 	}
 	return ">="
