@@ -285,42 +285,39 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if n := in.cliffNote(t.ClientHost(), t.Platform, sr.Steps); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
-	if f, ok := sr.FloorOf(MetricMaxRate); ok {
-		res.Notes = append(res.Notes, OpenLoopNote, in.searchNote(t, sr))
-		if tg.finish != nil {
-			if err := tg.finish(ctx, &res); err != nil {
-				return res, err
-			}
+	floor, noMax := sr.FloorOf(MetricMaxRate)
+	var d stepDetail
+	if !noMax {
+		if d, err = atMax(sr); err != nil {
+			return res, err
 		}
-		return in.floorResult(res, sr, f), nil
+		res.Values = map[string]float64{
+			MetricMaxRate:   sr.Max,
+			MetricCPUPerReq: d.CPUPerReqUs,
+			MetricP99:       d.P99Ms,
+			MetricDriverCPU: d.DriverCPU,
+			MetricServerCPU: d.ServerCPU,
+			MetricSteps:     float64(len(sr.Steps)),
+			MetricSaturated: b2f(d.Saturation.Saturated),
+		}
+		res.Commands = append(res.Commands, d.Commands...)
 	}
-	d, err := atMax(sr)
-	if err != nil {
-		return res, err
-	}
-	res.Values = map[string]float64{
-		MetricMaxRate:   sr.Max,
-		MetricCPUPerReq: d.CPUPerReqUs,
-		MetricP99:       d.P99Ms,
-		MetricDriverCPU: d.DriverCPU,
-		MetricServerCPU: d.ServerCPU,
-		MetricSteps:     float64(len(sr.Steps)),
-		MetricSaturated: b2f(d.Saturation.Saturated),
-	}
-	res.Commands = append(res.Commands, d.Commands...)
 	res.Notes = append(res.Notes, OpenLoopNote, in.searchNote(t, sr))
 	if tg.finish != nil {
 		if err := tg.finish(ctx, &res); err != nil {
 			return res, err
 		}
 	}
+	if noMax {
+		return in.floorResult(res, sr, floor), nil
+	}
 	res.Notes = append(res.Notes, maxNotes(sr, d, tg)...)
 	return res, nil
 }
 
 // findMax runs the find-max search over request rates against tg and
-// checks that the servers lived through it; a search that found no rate
-// is an error saying why.
+// checks that the servers lived through it. A search with no pass standing
+// is a finding (search.Decision.Floor), not an error: Run records it.
 func (in *Instance) findMax(ctx context.Context, t workload.Trial, tg *target) (search.Result, error) {
 	exec := func(ctx context.Context, st search.Step) (search.Outcome, error) {
 		return in.step(ctx, t, st, tg)
@@ -339,25 +336,17 @@ func (in *Instance) findMax(ctx context.Context, t workload.Trial, tg *target) (
 			return sr, fmt.Errorf("%w: %w", errTopologyGone, err)
 		}
 	}
-	if _, ok := sr.FloorOf(MetricMaxRate); ok {
-		// No pass stands (every rate failed, down to the lowest a p99 can
-		// be judged at or to the step cap): a finding, the maximum is
-		// below the lowest rate that failed, not a failed trial.
-		return sr, nil
-	}
-	if !sr.Found && sr.Reason == search.ReasonStepCap {
-		return sr, fmt.Errorf("no request rate met p99 <= %v in %d steps (%s): %s", in.limit, len(sr.Steps), search.ReasonStepCap, lastSummary(sr.Steps))
-	}
-	if !sr.Found {
-		return sr, fmt.Errorf("no request rate met p99 <= %v down to %g req/s (below it a decision interval of at most %v holds fewer than the %d requests a p99 needs): %s",
-			in.limit, cfg.Min, maxTailInterval, tailSamples, lastSummary(sr.Steps))
+	if _, floor := sr.FloorOf(MetricMaxRate); !sr.Found && !floor {
+		// Only a search that ran no step ends with neither.
+		return sr, fmt.Errorf("the search ended with no step run (%s)", sr.Reason)
 	}
 	return sr, nil
 }
 
-// floorResult is the trial of a search whose every rate failed: max_rate is
-// the lowest rate tried, marked as an upper bound (no ratio, no verdict),
-// and nothing else is a metric, since no step met the QoS to measure it at.
+// floorResult is the trial of a search with no pass standing: max_rate is
+// the lowest rate that failed, marked as an upper bound (no ratio, no
+// verdict), and nothing else but the steps is a metric, since no step met
+// the QoS to measure one at.
 func (in *Instance) floorResult(res workload.Result, sr search.Result, f search.Ceiling) workload.Result {
 	res.Values = map[string]float64{
 		MetricMaxRate: f.Value,
