@@ -637,6 +637,36 @@ func (p *dockerPlatform) bridgeName(ctx context.Context) string {
 	return p.bridge
 }
 
+// portParts says, port by port, how a client reaches server s: published
+// (and how), routed to, or, for a topology's inner server on a publishing
+// path, not published at all.
+func (p *dockerPlatform) portParts(s *server, spec platform.Spec, pl plan) []string {
+	var parts []string
+	publishes := p.kind == platform.DockerNAT || p.kind == platform.DockerProxy
+	for _, name := range spec.Ports {
+		n := pl.listen.Ports[name]
+		switch {
+		case publishes && pl.publishOn == "":
+			parts = append(parts, fmt.Sprintf("port %d on %s, not published (the run's other servers reach it)", n, s.bridgeIP))
+		case p.kind == platform.DockerNAT:
+			via := "iptables DNAT"
+			if p.eng.flavor.PublishVia != "" {
+				via = p.eng.flavor.PublishVia
+			}
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (%s)", pl.publishOn, n, n, via))
+		case p.kind == platform.DockerProxy:
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
+		case p.kind == platform.DockerBridge:
+			parts = append(parts, fmt.Sprintf("client to %s:%d (veth, no NAT)", s.bridgeIP, n))
+		case p.kind == platform.DockerNetwork:
+			parts = append(parts, fmt.Sprintf("clients on the network to %s:%d (by name)", s.name, n))
+		case p.kind == platform.DockerHost:
+			parts = append(parts, fmt.Sprintf("listening %s:%d", pl.listen.Host, n))
+		}
+	}
+	return parts
+}
+
 // describe says where the server runs and how the client reaches it.
 func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.Spec, pl plan) string {
 	var b strings.Builder
@@ -657,35 +687,7 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 	default:
 		fmt.Fprintf(&b, "on %s %s", p.bridgeName(ctx), s.bridgeIP)
 	}
-	var parts []string
-	for _, name := range spec.Ports {
-		n := pl.listen.Ports[name]
-		switch p.kind {
-		case platform.DockerNAT, platform.DockerProxy:
-			if pl.publishOn == "" {
-				// A server only the run's other servers reach (a topology's
-				// inner tier): its port is not published anywhere.
-				parts = append(parts, fmt.Sprintf("port %d on %s, not published (the run's other servers reach it)", n, s.bridgeIP))
-				continue
-			}
-		}
-		switch p.kind {
-		case platform.DockerNAT:
-			via := "iptables DNAT"
-			if p.eng.flavor.PublishVia != "" {
-				via = p.eng.flavor.PublishVia
-			}
-			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (%s)", pl.publishOn, n, n, via))
-		case platform.DockerProxy:
-			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
-		case platform.DockerBridge:
-			parts = append(parts, fmt.Sprintf("client to %s:%d (veth, no NAT)", s.bridgeIP, n))
-		case platform.DockerNetwork:
-			parts = append(parts, fmt.Sprintf("clients on the network to %s:%d (by name)", s.name, n))
-		case platform.DockerHost:
-			parts = append(parts, fmt.Sprintf("listening %s:%d", pl.listen.Host, n))
-		}
-	}
+	parts := p.portParts(s, spec, pl)
 	if len(parts) > 0 {
 		b.WriteString(", " + strings.Join(parts, ", "))
 	}

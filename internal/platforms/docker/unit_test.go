@@ -195,3 +195,27 @@ func TestLookupOwner(t *testing.T) {
 		})
 	}
 }
+
+// TestPortParts: a server on a publishing path (nat, proxy) is described as
+// published only when its ports are; a topology's inner server, whose
+// ports are published nowhere, says so instead of "published :PORT".
+func TestPortParts(t *testing.T) {
+	spec := platform.Spec{Ports: []string{"db"}}
+	s := &server{bridgeIP: "172.17.0.2", name: "nn-x-db"}
+	for _, tc := range []struct {
+		kind, publishOn, want string
+	}{
+		{platform.DockerNAT, "10.214.0.1", "published 10.214.0.1:5432 -> 5432 (iptables DNAT)"},
+		{platform.DockerNAT, "", "port 5432 on 172.17.0.2, not published (the run's other servers reach it)"},
+		{platform.DockerProxy, "127.0.0.1", "published 127.0.0.1:5432 -> 5432 (userland docker-proxy)"},
+		{platform.DockerProxy, "", "port 5432 on 172.17.0.2, not published (the run's other servers reach it)"},
+		{platform.DockerBridge, "", "client to 172.17.0.2:5432 (veth, no NAT)"},
+	} {
+		p := &dockerPlatform{kind: tc.kind, eng: &Daemon{}}
+		pl := plan{listen: platform.Listen{Ports: map[string]int{"db": 5432}}, publishOn: tc.publishOn}
+		got := p.portParts(s, spec, pl)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s published on %q: %q, want %q", tc.kind, tc.publishOn, got, tc.want)
+		}
+	}
+}
