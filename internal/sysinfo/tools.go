@@ -439,3 +439,28 @@ func (t Tool) VersionText() string {
 	}
 	return t.BinaryVersion + " (Debian " + t.Package + " " + t.Version + ")"
 }
+
+// ToolVersion is a tool's version looked up once, on first use, for the
+// notes of every trial that runs the tool (sockperf's, iperf3's).
+type ToolVersion struct {
+	Spec ToolSpec
+	mu   sync.Mutex
+	done bool
+	text string
+}
+
+// Note is "BINARY VERSIONARGS: version" for a trial's notes: the host's
+// binary and Debian package (Tool.VersionText), or, when the host gives
+// none, fromOutput, what the tool's own output said.
+func (v *ToolVersion) Note(ctx context.Context, fromOutput string) string {
+	v.mu.Lock()
+	if !v.done {
+		v.text, v.done = LookupTool(ctx, v.Spec).VersionText(), true
+	}
+	text := v.text
+	v.mu.Unlock()
+	if text == "" {
+		text = fromOutput
+	}
+	return strings.TrimSpace(v.Spec.Binary+" "+strings.Join(v.Spec.VersionArgs, " ")) + ": " + text
+}

@@ -147,3 +147,19 @@ func TestToolVersionsCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestToolVersionNote: the note names the host's binary and its Debian
+// package when the host has them, and falls back to what the tool's own
+// output said when it does not.
+func TestToolVersionNote(t *testing.T) {
+	ctx := context.Background()
+	missing := ToolVersion{Spec: ToolSpec{Name: "nope", Binary: "nn-no-such-tool", Package: "nn-no-such-tool", VersionArgs: []string{"--version"}}}
+	if got, want := missing.Note(ctx, "nope 1.0 (from its output)"), "nn-no-such-tool --version: nope 1.0 (from its output)"; got != want {
+		t.Errorf("missing tool: %q, want %q", got, want)
+	}
+	coreutils := ToolVersion{Spec: ToolSpec{Name: "true", Binary: "true", Package: "coreutils", VersionArgs: []string{"--version"}}}
+	got := coreutils.Note(ctx, "unused")
+	if !strings.HasPrefix(got, "true --version: true (GNU coreutils) ") || !strings.Contains(got, "(Debian coreutils ") || strings.Contains(got, "unused") {
+		t.Errorf("host tool: %q, want true's version and its Debian package", got)
+	}
+}

@@ -29,7 +29,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/benchbin"
@@ -113,7 +112,8 @@ func (Workload) Params() []workload.Param {
 
 // New implements workload.Workload.
 func (Workload) New(v workload.Values) (workload.Instance, error) {
-	in := &Instance{tool: v.String("tool"), msgsize: v.Int("msgsize"), readyTimeout: ReadyTimeout}
+	in := &Instance{tool: v.String("tool"), msgsize: v.Int("msgsize"), readyTimeout: ReadyTimeout,
+		version: sysinfo.ToolVersion{Spec: sysinfo.ToolSpec{Name: "sockperf", Binary: "sockperf", Package: "sockperf", VersionArgs: []string{"--version"}}}}
 	switch {
 	case in.msgsize > MaxMessageSize:
 		return nil, fmt.Errorf("tcp-rr: msgsize %d is above %d bytes", in.msgsize, MaxMessageSize)
@@ -129,8 +129,9 @@ type Instance struct {
 	msgsize      int
 	readyTimeout time.Duration
 
-	mu      sync.Mutex
-	version string // the host's sockperf, once looked up
+	// version is the client's sockperf (the server runs the same Debian
+	// package, natively or from the workload image built to match).
+	version sysinfo.ToolVersion
 }
 
 // Metrics implements workload.Instance.
@@ -297,7 +298,7 @@ func (in *Instance) record(ctx context.Context, t workload.Trial, sum Summary, r
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("%s%d-byte requests and responses (the seed's netperf TCP_RR: 1); nn-rr speaks TCP_RR's protocol (TCP_NODELAY, blocking send/recv) and times every round trip with CLOCK_MONOTONIC after %v unmeasured", workload.SizeNote, in.msgsize, rrWarmup))
 	} else {
-		res.Notes = append(res.Notes, RTTNote, in.versionNote(ctx, sum))
+		res.Notes = append(res.Notes, RTTNote, in.version.Note(ctx, sum.Version+" (from its output)"))
 		res.Notes = append(res.Notes, fmt.Sprintf("%smessages of %d bytes each way (the seed's netperf TCP_RR used 1 byte; sockperf's minimum is 14)", workload.SizeNote, in.msgsize))
 		if secs := seconds(t.Duration); float64(secs) != t.Duration.Seconds() {
 			res.Notes = append(res.Notes, fmt.Sprintf("sockperf runs whole seconds (at least 2): trial length %v ran as %d s", t.Duration, secs))
@@ -361,19 +362,4 @@ func probe(ctx context.Context, addr string) error {
 		return fmt.Errorf("connection closed by the peer at once (a proxy without its backend?)")
 	}
 	return err
-}
-
-// versionNote names the client's sockperf version (the server runs the same
-// Debian package, natively or from the workload image built to match).
-func (in *Instance) versionNote(ctx context.Context, sum Summary) string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.version == "" {
-		in.version = sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "sockperf", Binary: "sockperf", Package: "sockperf", VersionArgs: []string{"--version"}}).VersionText()
-	}
-	v := in.version
-	if v == "" {
-		v = sum.Version + " (from its output)"
-	}
-	return "sockperf --version: " + v
 }

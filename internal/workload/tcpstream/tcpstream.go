@@ -17,7 +17,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
@@ -76,7 +75,8 @@ func (Workload) Params() []workload.Param {
 
 // New implements workload.Workload.
 func (Workload) New(v workload.Values) (workload.Instance, error) {
-	in := &Instance{direction: v.String("direction"), streams: v.Int("streams"), readyTimeout: ReadyTimeout}
+	in := &Instance{direction: v.String("direction"), streams: v.Int("streams"), readyTimeout: ReadyTimeout,
+		version: sysinfo.ToolVersion{Spec: sysinfo.ToolSpec{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}}}}
 	if in.direction != Send && in.direction != Recv {
 		return nil, fmt.Errorf("parameter direction: %q is not %s or %s", in.direction, Send, Recv)
 	}
@@ -92,8 +92,9 @@ type Instance struct {
 	streams      int
 	readyTimeout time.Duration
 
-	mu      sync.Mutex
-	version string // the host's iperf3, once looked up
+	// version is the client's iperf3 (the server runs the same Debian
+	// package, natively or from the workload image built to match).
+	version sysinfo.ToolVersion
 }
 
 // Metrics implements workload.Instance.
@@ -163,7 +164,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 		MetricRetransmits: float64(rep.Retransmits),
 	}
 	m.acct.Record(Cost, float64(rep.BytesReceived)/1e9, &res)
-	res.Notes = append(res.Notes, in.versionNote(ctx, rep))
+	res.Notes = append(res.Notes, in.version.Note(ctx, rep.Version+" (from its JSON output)"))
 	if attempts > 1 {
 		res.Notes = append(res.Notes, fmt.Sprintf("the server was not ready at first: the client ran %d times, the last one counts", attempts))
 	}
@@ -224,19 +225,4 @@ func measure(ctx context.Context, t workload.Trial, raw string, argv []string, s
 		return err
 	})
 	return m, err
-}
-
-// versionNote names the client's iperf3 version (the server runs the same
-// Debian package, natively or from the workload image built to match).
-func (in *Instance) versionNote(ctx context.Context, rep Report) string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.version == "" {
-		in.version = sysinfo.LookupTool(ctx, sysinfo.ToolSpec{Name: "iperf3", Binary: "iperf3", Package: "iperf3", VersionArgs: []string{"--version"}}).VersionText()
-	}
-	v := in.version
-	if v == "" {
-		v = rep.Version + " (from its JSON output)"
-	}
-	return "iperf3 --version: " + v
 }
