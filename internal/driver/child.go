@@ -8,13 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/tailbuf"
@@ -127,13 +127,10 @@ func childCPUs(c Config) int {
 }
 
 // runChild starts one child, hands it its plan and reads its result. The
-// child dies with this process (Pdeathsig) and carries the run ID in its
-// environment, so that `nearnative cleanup` finds it after a crash.
+// child dies with this process (deathsig) and carries the run ID in its
+// environment, so that `nearnative cleanup` finds it after a crash; when
+// ctx ends its process group is killed.
 func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte, threads int) (*Result, error) {
-	// Pdeathsig fires when the thread that started the child exits, not the
-	// process: keep this goroutine on its thread until the child is gone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
 	if run != "" {
@@ -142,23 +139,17 @@ func runChild(ctx context.Context, run runid.ID, argv []string, plan []byte, thr
 	if threads > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(threads))
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout bytes.Buffer
 	stderr := &tailbuf.Buffer{Max: stderrTail}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(plan), &stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	started, err := deathsig.Run(ctx, cmd)
+	if !started {
 		return nil, fmt.Errorf("starting: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return nil, ctx.Err()
+	if err != nil && err == ctx.Err() {
+		return nil, err // ended by ctx: its error, not the child's
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, stderr.String())

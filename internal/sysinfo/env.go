@@ -64,9 +64,9 @@ type Env struct {
 // transparent_hugepage, smt_active, cmdline, clk_tck, loadavg, irqbalance,
 // irqs (device interrupt lines with their affinity and per-CPU counts),
 // tcp_congestion_control and default_qdisc (with BBR and no fq qdisc TCP
-// paces itself, and over a 1500-byte link held the last packet of 1-1.5%
-// of http-max's responses 35-50 ms: BENCH.md, "The 40 ms plateau"),
-// warnings.
+// paces itself, and over a 1500-byte link held the last packet of 1.5% of
+// http-max's responses 35-50 ms on BENCH.md's quiet re-take, "The 40 ms
+// plateau"), warnings.
 func Capture(ctx context.Context) (Env, error) {
 	e := Env{Extra: map[string]string{}}
 	var w captureWarnings

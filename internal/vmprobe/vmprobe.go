@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/deathsig"
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -178,16 +179,13 @@ func boot(ctx context.Context, qemu, kernel, accel string, timeout time.Duration
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	// QEMU dies with nearnative, and its group when ctx ends; its own exit
+	// status says nothing (the guest's panic ends it either way).
+	started, err := deathsig.Run(ctx, cmd)
+	if !started {
 		return 0, fmt.Errorf("starting qemu: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	if err != nil && err == ctx.Err() {
 		return 0, fmt.Errorf("the guest did not reach its first kernel messages within %v", timeout)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("VFS: Unable to mount root")) {

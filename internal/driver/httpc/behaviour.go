@@ -88,14 +88,11 @@ func (f *getFactory) NewUser(ctx context.Context, id int, rng *rand.Rand) (drive
 		u.op = u.get
 		return u, nil
 	}
+	dial := driver.DialWithin(f.dial, DefaultConnectTimeout)
 	hc := &fasthttp.HostClient{
 		Addr: f.host,
 		// The user's connection comes from the run's client host.
-		Dial: func(addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
-			defer cancel()
-			return f.dial(ctx, "tcp", addr)
-		},
+		Dial:                func(addr string) (net.Conn, error) { return dial(ctx, "tcp", addr) },
 		Name:                "nearnative",
 		MaxConns:            1, // one keep-alive connection per user or open-loop worker
 		ReadBufferSize:      64 << 10,

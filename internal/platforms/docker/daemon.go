@@ -236,8 +236,8 @@ func userlandProxyFromArgs(args []string, readFile func(string) ([]byte, error))
 	return "on"
 }
 
-// ImageExists reports whether the daemon has the image ref.
-func (e *Daemon) ImageExists(ctx context.Context, ref string) (bool, error) {
+// imageExists reports whether the daemon has the image ref.
+func (e *Daemon) imageExists(ctx context.Context, ref string) (bool, error) {
 	_, err := e.cli.ImageInspect(ctx, ref)
 	switch {
 	case err == nil:
@@ -254,7 +254,7 @@ func (e *Daemon) ImageExists(ctx context.Context, ref string) (bool, error) {
 // that names the fix when it lacks the image; or the daemon's error,
 // prefixed with the checking platform's name.
 func (e *Daemon) CheckImage(ctx context.Context, name, ref string) error {
-	ok, err := e.ImageExists(ctx, ref)
+	ok, err := e.imageExists(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -351,8 +351,8 @@ func TestEngineInfo(t *testing.T) {
 		ref  string
 		want bool
 	}{{img, true}, {"nearnative/does-not-exist:1", false}} {
-		if got, err := eng.ImageExists(context.Background(), tt.ref); got != tt.want || err != nil {
-			t.Errorf("ImageExists(%s) = %v, %v; want %v", tt.ref, got, err, tt.want)
+		if got, err := eng.imageExists(context.Background(), tt.ref); got != tt.want || err != nil {
+			t.Errorf("imageExists(%s) = %v, %v; want %v", tt.ref, got, err, tt.want)
 		}
 	}
 }

@@ -72,7 +72,7 @@ func needEngine(t *testing.T) (*Daemon, string) {
 // of the host files) a minimal image holding redis-server.
 func ensureTestImage(ctx context.Context, eng *Daemon) (string, error) {
 	if ref := os.Getenv("NEARNATIVE_TEST_IMAGE"); ref != "" {
-		ok, err := eng.ImageExists(ctx, ref)
+		ok, err := eng.imageExists(ctx, ref)
 		if err != nil {
 			return "", err
 		}
@@ -98,7 +98,7 @@ func ensureTestImage(ctx context.Context, eng *Daemon) (string, error) {
 		fmt.Fprintf(h, "%s %d %d\n", f, fi.Size(), fi.ModTime().UnixNano())
 	}
 	ref := "nearnative/test-redis:" + hex.EncodeToString(h.Sum(nil))[:12]
-	if ok, err := eng.ImageExists(ctx, ref); err != nil || ok {
+	if ok, err := eng.imageExists(ctx, ref); err != nil || ok {
 		return ref, err
 	}
 	tarball, err := rootfsTar(files)

@@ -115,9 +115,10 @@ func (g Gvisor) Note() string {
 	plat := "platform " + g.Platform
 	switch g.Platform {
 	case "ptrace":
-		// gVisor's documentation ranks ptrace's overhead above its other
-		// platforms'; nearnative has not measured them against each other.
-		plat += " (every system call of the sandboxed process is trapped with ptrace: the platform that runs anywhere, which gVisor's documentation gives more overhead than its others)"
+		// gVisor's platform guide (gvisor.dev/docs/user_guide/platforms)
+		// gives ptrace "higher performance overhead than systrap in almost
+		// all cases"; nearnative has not measured them against each other.
+		plat += " (every system call of the sandboxed process is trapped with ptrace: the platform that runs anywhere, which gVisor's documentation gives more overhead than systrap in almost all cases)"
 	case "kvm":
 		plat += " (the sandbox runs as a KVM guest)"
 	}

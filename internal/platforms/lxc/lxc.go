@@ -379,8 +379,11 @@ func (p *Platform) halt(ctx context.Context, c *container) error {
 	if br != nil && c.ip.IsValid() {
 		// The host's neighbour entry still names the gone container's
 		// MAC: a container given the address next would not be reached
-		// (its agent would not answer) until the entry went stale.
-		ip2(ctx, "neigh", "flush", "to", c.ip.String(), "dev", br.name)
+		// (its agent would not answer) until the entry went stale. A
+		// failed flush is said, not ignored: the next boot would stall.
+		if err := ip(ctx, "neigh", "flush", "to", c.ip.String(), "dev", br.name); err != nil {
+			errs = append(errs, err)
+		}
 		p.mu.Lock()
 		br.give(c.ip)
 		p.mu.Unlock()

@@ -8,8 +8,6 @@ import (
 	"math"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,8 +43,6 @@ type endpoint struct {
 	mu      sync.Mutex
 	removed bool
 }
-
-var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 // allocate reserves an endpoint number and a host address, round robin so
 // that an address is not reused while a dying namespace may still hold it.
@@ -94,7 +90,7 @@ func (p *Platform) newEndpoint(ctx context.Context, trial, role string, spec pla
 	a[3] = byte(hostNum)
 	suffix := base36(n)
 	e := &endpoint{p: p, num: hostNum, ip: netip.AddrFrom4(a),
-		cname: unsafeName.ReplaceAllString(runid.Prefix+string(p.env.Run)+"-"+trial+"-"+role, "_"),
+		cname: docker.ContainerName(p.env.Run, trial, role),
 		ns:    NamespacePrefix + p.env.Run.Short() + "-" + p.prefix[6:] + suffix,
 		inner: p.prefix + "c" + suffix,
 	}
@@ -339,9 +335,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	}
 	e.graceful = true
 	s := &server{e: e, argv: argv, addrs: map[string]string{}}
-	if p.env.LogDir != "" {
-		s.logPath = filepath.Join(p.env.LogDir, unsafeName.ReplaceAllString(trial+"-"+spec.Name, "_")+".log")
-	}
+	s.logPath = docker.LogPath(p.env.LogDir, trial, spec.Name)
 	for name, n := range ports {
 		s.addrs[name] = netip.AddrPortFrom(e.ip, uint16(n)).String()
 	}

@@ -120,7 +120,7 @@ func Prerequisites(rootless bool) error {
 		return platform.Unavailablef("podman is not installed: apt-get install podman (make setup does)")
 	}
 	if err := docker.CrunCgroupLayout(); err != nil {
-		return fmt.Errorf("Podman's OCI runtime, %w", err)
+		return fmt.Errorf("Podman runs its containers with crun: %w", err)
 	}
 	if !rootless {
 		return nil

@@ -50,11 +50,6 @@ type bridge struct {
 // iptables' FORWARD chain (set once br_netfilter is loaded, as Docker does).
 const bridgeNetfilter = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 
-// allowForward lets the guests on bridge b reach each other (AllowForward).
-func (b *bridge) allowForward(run runid.ID) {
-	b.forward, b.isolated = AllowForward(b.name, run)
-}
-
 // AllowForward lets the hosts on the Linux bridge name (guests on their
 // taps, containers on their veths) reach each other. With
 // bridge-nf-call-iptables on, frames from one port to another pass the
@@ -143,7 +138,7 @@ func newBridge(run runid.ID) (*bridge, error) {
 			return nil, err
 		}
 	}
-	b.allowForward(run)
+	b.forward, b.isolated = AllowForward(name, run) // the guests reach each other
 	return b, nil
 }
 

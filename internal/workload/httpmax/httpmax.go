@@ -632,7 +632,7 @@ func (in *Instance) startOne(ctx context.Context, t workload.Trial, res *workloa
 		}
 	}
 	url := "http://" + srv.Addr("http") + PagePath
-	if rerr := waitReady(ctx, url, in.pageBytes, readyTimeout); rerr != nil {
+	if rerr := WaitReady(ctx, url, in.pageBytes, readyTimeout); rerr != nil {
 		err = fmt.Errorf("nginx server: %w", rerr)
 		stopTail(&err)
 		return nil, nil, err

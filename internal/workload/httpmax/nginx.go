@@ -104,14 +104,10 @@ func Spec(pageBytes int, workers string) platform.Spec {
 	}
 }
 
-// WaitReady GETs url until nginx serves the whole page of size bytes.
+// WaitReady GETs url until nginx serves the whole page of size bytes: an
+// open port is not readiness (Docker's userland proxy accepts before the
+// container listens).
 func WaitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
-	return waitReady(ctx, url, size, timeout)
-}
-
-// waitReady GETs the page until nginx serves it whole: an open port is not
-// readiness (Docker's userland proxy accepts before the container listens).
-func waitReady(ctx context.Context, url string, size int, timeout time.Duration) error {
 	err := ready.Loop{Timeout: timeout, Every: 50 * time.Millisecond}.Wait(ctx, func(ctx context.Context) error {
 		return getOnce(ctx, url, size)
 	})
