@@ -70,8 +70,8 @@ func (a *app) connectHosts(ctx context.Context, path string, st *study.Study) (*
 func whereRolesRun(f *hostfile.File) string {
 	sut := f.With(hostfile.RoleSUT)[0]
 	parts := []string{fmt.Sprintf("servers on sut host %s (%s)", sut.Name, sut.Address)}
-	// In the roles' order: the line is a stored note, the same for the
-	// same file.
+	// Sorted by role name, not in the map's order: the line is a stored
+	// note, the same for the same file.
 	for _, role := range slices.Sorted(maps.Keys(f.Place)) {
 		if role != hostfile.Driver {
 			h, _ := f.Host(f.Place[role])

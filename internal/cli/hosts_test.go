@@ -7,8 +7,8 @@ import (
 )
 
 // TestWhereRolesRun: the line saying where each role runs lists the placed
-// roles in order, the same line for the same file every time (it is stored
-// with the run).
+// roles sorted by name, the same line for the same file every time (it is
+// stored with the run).
 func TestWhereRolesRun(t *testing.T) {
 	f, err := hostfile.Parse([]byte(`hosts:
   - {name: sut1, address: 192.0.2.10, user: root, agent: true, roles: [sut]}
