@@ -66,13 +66,19 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${#missing[@]} package(s): ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian starts and enables sshd when openssh-server is installed: a
   # server on every address of the machine that the test bed does not need
   # (it starts its own sshd per namespace). When setup installed it, setup
-  # stops it again; a machine that already ran sshd keeps it.
-  if printf '%s\n' "${missing[@]}" | grep -qx openssh-server; then
+  # stops it again. A machine that had an sshd before keeps it, also when
+  # its openssh-server counts as missing above (held: "hold ok installed"),
+  # so the test is the binary, looked at before installing.
+  new_sshd=false
+  if printf '%s\n' "${missing[@]}" | grep -qx openssh-server && [ ! -e /usr/sbin/sshd ]; then
+    new_sshd=true
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if $new_sshd; then
     SERVICES+=(ssh)
   fi
 else

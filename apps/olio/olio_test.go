@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/ready"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -406,6 +407,16 @@ func TestCheckAnswer(t *testing.T) {
 	err := checkAnswer(500, []byte("\nOLIO-ERROR: PHP extension gd is not loaded (install php8.2-gd)\n"))
 	if err == nil || err.Error() != "check.php: HTTP 500: PHP extension gd is not loaded (install php8.2-gd)" {
 		t.Errorf("got %v", err)
+	}
+	// A running server's answer ends the readiness wait at once: poll asks
+	// once and names the server.
+	probes := 0
+	err = poll(context.Background(), "PHP-FPM at x", 5*time.Second, func(context.Context) error {
+		probes++
+		return checkAnswer(500, []byte("OLIO-ERROR: PHP extension gd is not loaded\n"))
+	})
+	if probes != 1 || !ready.IsFinal(err) || !strings.HasPrefix(fmt.Sprint(err), "PHP-FPM at x is not ready: check.php: HTTP 500") {
+		t.Errorf("%d probe(s), then %v; want one, and the answer as final", probes, err)
 	}
 }
 

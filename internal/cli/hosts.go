@@ -53,7 +53,7 @@ func (a *app) connectHosts(ctx context.Context, path string, st *study.Study) (*
 		return nil, nil, withCode(ExitUnavailable, err)
 	}
 	var notes []store.RunNote
-	where := Placement(f)
+	where := whereRolesRun(f)
 	fmt.Fprintln(a.stderr, "hosts: "+where)
 	notes = append(notes, store.RunNote{Kind: store.NoteHosts, Subject: "roles", Text: where})
 	for _, c := range set.Clocks() {
@@ -66,12 +66,12 @@ func (a *app) connectHosts(ctx context.Context, path string, st *study.Study) (*
 	return set, notes, nil
 }
 
-// Placement says in one line where each role runs.
-func Placement(f *hostfile.File) string {
+// whereRolesRun says in one line where each role runs.
+func whereRolesRun(f *hostfile.File) string {
 	sut := f.With(hostfile.RoleSUT)[0]
 	parts := []string{fmt.Sprintf("servers on sut host %s (%s)", sut.Name, sut.Address)}
-	// In the roles' order: the line is a stored note, the same for the
-	// same file.
+	// Sorted by role name, not in the map's order: the line is a stored
+	// note, the same for the same file.
 	for _, role := range slices.Sorted(maps.Keys(f.Place)) {
 		if role != hostfile.Driver {
 			h, _ := f.Host(f.Place[role])

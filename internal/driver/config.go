@@ -65,7 +65,9 @@ type Config struct {
 	Drain time.Duration `json:"drain,omitempty"`
 
 	// Drivers is the number of child driver processes; 0 runs the load in
-	// this process.
+	// this process, except with driver hosts (a host.Remote Client), where
+	// the load always runs in child processes there, at least one per host.
+	// Result.Drivers says how many ran.
 	Drivers int `json:"drivers,omitempty"`
 	// CPUSets pins the child processes: one CPU list for all of them, or one
 	// per child. Empty: not pinned.
@@ -86,7 +88,8 @@ type Config struct {
 	// Client is where the load runs (nil: this machine): child processes
 	// are started inside it (Client.Wrap), users of this process dial
 	// through it (Client.DialContext). Child processes, already inside,
-	// dial as usual.
+	// dial as usual. A host.Remote Client runs every user in child
+	// processes on its driver hosts.
 	Client host.Host `json:"-"`
 }
 

@@ -17,6 +17,7 @@ type fakeDriverHost struct {
 	name   string
 	offset time.Duration
 	lat    []time.Duration
+	cpu    time.Duration // the child's CPU time, as the agent reports it
 	plans  []childPlan
 }
 
@@ -36,7 +37,7 @@ func (f *fakeDriverHost) RunJob(_ context.Context, argv []string, stdin []byte) 
 		o.Count++
 	}
 	b, err := json.Marshal(r)
-	return host.Job{Stdout: b}, err
+	return host.Job{Stdout: b, CPU: f.cpu}, err
 }
 
 // remoteClient is a host.Remote over fake driver hosts.
@@ -108,10 +109,12 @@ func TestRemoteChildrenMergeExactly(t *testing.T) {
 // TestRunOnDriverHostsWithoutDrivers: with driver hosts, a run that asks
 // for no child processes (drivers: 0, the users in this process) still
 // runs its load there, one child per host, rather than in this process
-// through the first host's SSH connection.
+// through the first host's SSH connection; the result says child processes
+// ran and carries their CPU, which the workloads add to the load
+// generator's account when Result.Drivers > 0.
 func TestRunOnDriverHostsWithoutDrivers(t *testing.T) {
-	ha := &fakeDriverHost{name: "client1", lat: []time.Duration{time.Millisecond}}
-	hb := &fakeDriverHost{name: "client2", lat: []time.Duration{2 * time.Millisecond}}
+	ha := &fakeDriverHost{name: "client1", lat: []time.Duration{time.Millisecond}, cpu: 30 * time.Millisecond}
+	hb := &fakeDriverHost{name: "client2", lat: []time.Duration{2 * time.Millisecond}, cpu: 40 * time.Millisecond}
 	c := Config{
 		Behaviour: "test-sleep", Params: map[string]string{"sleep": "1ms"},
 		Mode: Closed, Users: 4,
@@ -131,5 +134,8 @@ func TestRunOnDriverHostsWithoutDrivers(t *testing.T) {
 	}
 	if got := r.Ops["get"]; got == nil || got.Count != 2 {
 		t.Fatalf("merged result %+v, want the hosts' two operations", r.Ops)
+	}
+	if r.ProcessCPU != 70*time.Millisecond {
+		t.Fatalf("process CPU %v, want the hosts' children's 70ms", r.ProcessCPU)
 	}
 }

@@ -175,14 +175,16 @@ func TestDroppedConnectionFailsTheJobNamingTheHost(t *testing.T) {
 	marker := fmt.Sprintf("%d", 100000+rand.IntN(800000))
 	// The connection is cut once the job runs there, so that the check
 	// below that the agent killed it cannot pass for a job that never
-	// started.
+	// started; it is cut after 10 s in any case, so that a job that never
+	// shows fails the test rather than leaving RunJob waiting on a sleep
+	// of days.
 	started := make(chan time.Time, 1)
 	go func() {
 		defer close(started)
+		defer d.cut()
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if sleeping(marker) {
 				started <- time.Now()
-				d.cut()
 				return
 			}
 		}

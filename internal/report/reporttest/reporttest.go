@@ -16,8 +16,8 @@ import (
 	"github.com/nearnative/nearnative/internal/workload/redis"
 )
 
-// Spec is the fixture's study file.
-const Spec = `name: fixture
+// spec is the fixture's study file (Study parses it; Run stores it).
+const spec = `name: fixture
 description: "Fixture: native, docker-nat and a CPU-limited native variant"
 baseline: native
 rounds: 5
@@ -53,7 +53,7 @@ func Run(id runid.ID, scale float64) (store.Run, []store.Trial) {
 		Tools:             []sysinfo.Tool{{Name: "redis", Binary: "/usr/bin/redis-server", Package: "redis-server", Version: "5:7.0.15-1~deb12u1"}},
 		NearnativeVersion: "0.1.0", Commit: "abc1234",
 		Extra: map[string]string{"arch": "x86_64", "kvm": "true", "image": "nearnative/workload:deadbeef", "vm_accel": "tcg"}})
-	run := store.Run{ID: id, Study: "fixture", Spec: []byte(Spec), Seed: 42,
+	run := store.Run{ID: id, Study: "fixture", Spec: []byte(spec), Seed: 42,
 		Baseline: "native", Status: store.StatusDone, StopReason: "rounds done", Started: T0, Finished: T0.Add(10 * time.Minute),
 		Env: env, Version: "0.1.0 (abc1234)", Trials: 18}
 	var trials []store.Trial
@@ -103,7 +103,7 @@ func Run(id runid.ID, scale float64) (store.Run, []store.Trial) {
 // parse).
 func Study(t testing.TB) *study.Study {
 	t.Helper()
-	st, err := study.Parse([]byte(Spec), "fixture.yaml", workload.NewRegistry(redis.Workload{}))
+	st, err := study.Parse([]byte(spec), "fixture.yaml", workload.NewRegistry(redis.Workload{}))
 	if err != nil {
 		t.Fatal(err)
 	}

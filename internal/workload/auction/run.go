@@ -346,7 +346,7 @@ func (in *Instance) step(ctx context.Context, t workload.Trial, st search.Step, 
 	if err != nil {
 		return search.Outcome{}, err
 	}
-	if c.Drivers > 0 {
+	if r.Drivers > 0 { // child processes ran the load (also on driver hosts with drivers: 0)
 		meter.AddClient(r.ProcessCPU)
 	}
 	tier1, err := readTiers(ctx, tiers)

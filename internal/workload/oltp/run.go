@@ -294,7 +294,7 @@ func (in *Instance) load(ctx context.Context, t workload.Trial, d *deploy.Deploy
 		t.Name, cfg.Users, in.base.Instances, in.threads, in.mode, cfg.Drivers, cfg.Phases.RampUp, cfg.Phases.Steady)
 	r, rerr := driver.Run(ctx, cfg)
 	m.wall = time.Since(begin)
-	if r != nil && cfg.Drivers > 0 {
+	if r != nil && r.Drivers > 0 { // child processes ran the load (also on driver hosts with drivers: 0)
 		meter.AddClient(r.ProcessCPU)
 	}
 	acct, serr := meter.Stop(ctx)

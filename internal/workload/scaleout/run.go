@@ -78,7 +78,7 @@ func (Workload) New(v workload.Values) (workload.Instance, error) {
 // its shard(s) and an AOF rewrite's worst case (GuestMemoryNeed) in the
 // platform's vm_memory.
 func (in *Instance) CheckPlatform(base string, o platform.Options) error {
-	if strings.HasPrefix(base, platform.VM) {
+	if platform.Family(base) == platform.FamilyVM {
 		mem := o.VMMemory
 		if mem == "" {
 			mem = vm.DefaultVMMemory

@@ -335,7 +335,7 @@ func (in *Instance) measure(ctx context.Context, t workload.Trial, d *deploy.Dep
 		meter.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if c.Drivers > 0 {
+	if r.Drivers > 0 { // child processes ran the load (also on driver hosts with drivers: 0)
 		meter.AddClient(r.ProcessCPU)
 	}
 	acct, err := meter.Stop(ctx)
