@@ -27,11 +27,19 @@ func startup(base string) time.Duration {
 	case platform.LXC:
 		return 500 * time.Millisecond
 	}
-	if platform.Family(base) == platform.FamilyGVisor {
-		// A sandbox (its sentry and gofer) to start and tear down.
-		return 3 * time.Second
+	switch platform.Family(base) {
+	case platform.FamilyGVisor:
+		// A sandbox (its sentry and gofer) to start and tear down: about
+		// 0.5 s a trial more than runc (runtimes --quick, run
+		// 20261127-031342-764b).
+		return 1500 * time.Millisecond
+	case platform.FamilyKubernetes:
+		return 1500 * time.Millisecond
 	}
-	return 1500 * time.Millisecond
+	// A container created, started and removed: quiet --quick runs on the
+	// 2-core development machine took 0.4-0.8 s longer a trial in a Docker
+	// container than natively (micro 20261127-083535-5c62, redis).
+	return 900 * time.Millisecond
 }
 
 // Estimate is the expected wall time of rounds full rounds of the study's

@@ -250,4 +250,26 @@ func leftovers(run runid.ID) []string {
 	return out
 }
 
+// TestServiceExitEndsWait: a service that exits at once (a Podman that
+// cannot use its storage here, as in a container whose root is overlayfs)
+// fails StartService at once with its log, instead of waiting out the
+// 30 s start timeout: every run's reaping starts two of these. A fake
+// podman on PATH stands in for the broken one.
+func TestServiceExitEndsWait(t *testing.T) {
+	dir := t.TempDir()
+	fake := "#!/bin/sh\necho 'Error: kernel does not support overlay fs' >&2\nexit 125\n"
+	if err := os.WriteFile(filepath.Join(dir, "podman"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	start := time.Now()
+	_, err := StartService(context.Background(), runid.New(), false)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("StartService took %v after the service exited (the start timeout is %v)", took, startTimeout)
+	}
+	if err == nil || !strings.Contains(err.Error(), "the service exited") || !strings.Contains(err.Error(), "does not support overlay") {
+		t.Errorf("err = %v, want the exit and the service's log", err)
+	}
+}
+
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/ready"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -190,7 +191,7 @@ func (s *Service) waitSocket(ctx context.Context, sock string) error {
 	err := platform.WaitReady(ctx, startTimeout, 20*time.Millisecond, func(ctx context.Context) error {
 		select {
 		case <-s.done:
-			return errExited
+			return ready.Final(errExited) // waiting will not bring it back
 		default:
 		}
 		_, err := os.Stat(sock)

@@ -755,19 +755,29 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // For the run's duration estimate: a search as search.Simulate plays it
-// against a maximum of typicalMaxRate, about the highest rate nginx reached
-// natively on two cores (30,000 req/s seen); each step adds its warm-up,
-// the pause and about 0.2 s of driver start and CPU readings (the drain ends
-// as soon as the last requests are answered).
-const (
-	typicalMaxRate = 30000
-	stepOverhead   = stepPause + 200*time.Millisecond
-)
+// against a typical maximum (typicalMax); each step adds its warm-up, the
+// pause and about 0.2 s of driver start and CPU readings (the drain ends as
+// soon as the last requests are answered).
+const stepOverhead = stepPause + 200*time.Millisecond
+
+// typicalMax is the maximum the estimate's search is played against: about
+// what quiet --quick runs on the 2-core development machine found with the
+// load from the client host (BENCH.md, "Every built-in study's --quick"):
+// one nginx about 1550 req/s on every path, where a step above fails on
+// TCP's 40 ms hold of a response's last packet (BENCH.md, "The 40 ms
+// plateau"); HAProxy in front of two nginx about 5000 req/s. A machine
+// without that plateau searches higher, in a few more coarse steps.
+func (in *Instance) typicalMax() float64 {
+	if in.lb == LBHAProxy {
+		return 5000
+	}
+	return 1550
+}
 
 // Estimate implements workload.Estimator: coarse steps decide over
 // min(coarse_interval, trial), the others over the trial.
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
-	steps, err := search.Simulate(in.searchConfig(trial), typicalMaxRate)
+	steps, err := search.Simulate(in.searchConfig(trial), in.typicalMax())
 	if err != nil {
 		return trial
 	}

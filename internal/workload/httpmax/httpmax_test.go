@@ -260,10 +260,12 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
-// TestEstimate: the search as search.Simulate plays it to typicalMaxRate,
-// coarse steps deciding over the coarse interval: a quick search ramps from
-// 2000 req/s in 5 coarse steps (2000..32000), a full one from 1000 in 6; a
-// cap of 7 steps leaves one after the full ramp.
+// TestEstimate: the search as search.Simulate plays it to typicalMax,
+// coarse steps deciding over the coarse interval, every step at least as
+// long as its rate needs for a p99 (decideAt): one nginx (about 1550 req/s)
+// fails a quick search's first rate, 2000, and passes 1000; a full search
+// passes 1000 and fails 2000; behind HAProxy (about 5000) a quick search
+// ramps 2000, 4000, 8000; a cap of 7 steps ends a full search early.
 func TestEstimate(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -272,30 +274,33 @@ func TestEstimate(t *testing.T) {
 		trial, coarseD time.Duration
 		coarse, steps  int // steps: 0 = not checked
 	}{
-		{"quick", nil, true, time.Second, 500 * time.Millisecond, 5, 0},
-		{"full", nil, false, 5 * time.Second, 2 * time.Second, 6, 0},
-		{"cap 7", map[string]string{"max_steps": "7"}, false, 5 * time.Second, 2 * time.Second, 6, 7},
+		{"quick", nil, true, time.Second, 500 * time.Millisecond, 2, 0},
+		{"full", nil, false, 5 * time.Second, 2 * time.Second, 2, 0},
+		{"quick haproxy", map[string]string{"lb": LBHAProxy}, true, time.Second, 500 * time.Millisecond, 3, 0},
+		{"cap 7", map[string]string{"max_steps": "7"}, false, 5 * time.Second, 2 * time.Second, 2, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := newInstance(t, tc.over, tc.quick)
 			if err != nil {
 				t.Fatal(err)
 			}
-			steps, err := search.Simulate(in.searchConfig(tc.trial), typicalMaxRate)
+			steps, err := search.Simulate(in.searchConfig(tc.trial), in.typicalMax())
 			if err != nil {
 				t.Fatal(err)
 			}
 			coarse := 0
+			want := time.Second
 			for _, st := range steps {
+				decide := tc.trial
 				if st.Phase == search.Coarse {
 					coarse++
+					decide = tc.coarseD
 				}
+				want += decideAt(decide, st.Value) + in.warmup + stepOverhead
 			}
 			if coarse != tc.coarse || tc.steps > 0 && len(steps) != tc.steps {
-				t.Errorf("%d steps, %d coarse; want %d coarse, %d steps", len(steps), coarse, tc.coarse, tc.steps)
+				t.Errorf("%d steps (%v), %d coarse; want %d coarse, %d steps", len(steps), steps, coarse, tc.coarse, tc.steps)
 			}
-			per := in.warmup + stepOverhead
-			want := time.Second + time.Duration(coarse)*(tc.coarseD+per) + time.Duration(len(steps)-coarse)*(tc.trial+per)
 			if got := in.Estimate(tc.trial); got != want {
 				t.Errorf("Estimate = %v, want %v", got, want)
 			}

@@ -80,6 +80,28 @@ type Instance struct {
 // Plan returns the topology the instance runs.
 func (in *Instance) Plan() Plan { return in.plan }
 
+// Per-trial costs for the run's duration estimate, from icc --quick on the
+// 2-core development machine (run 20261127-091604-25d5, 1 s trials): about
+// 3.4 s a trial with 2 endpoint containers, 4.9 s with 5, 6 s with 10, the
+// platform's start-up the estimate adds (0.9 s) included: a third of a
+// second per endpoint container started and removed, and 0.85 s for
+// iperf3's servers to listen and its clients to connect and report.
+const (
+	endpointCost = 330 * time.Millisecond
+	iperfStart   = 850 * time.Millisecond
+)
+
+// Estimate implements workload.Estimator: the run (duration, or the
+// trial), iperf3's start, and each server and client container.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	run := in.duration
+	if run == 0 {
+		run = trial
+	}
+	endpoints := len(in.plan.Servers) + len(in.plan.Clients)
+	return run + iperfStart + time.Duration(endpoints)*endpointCost
+}
+
 // Metrics implements workload.Instance.
 func (in *Instance) Metrics() []workload.Metric {
 	return []workload.Metric{

@@ -173,6 +173,35 @@ func TestParams(t *testing.T) {
 	}
 }
 
+// TestEstimate: a trial costs its run, iperf3's start and a third of a
+// second per endpoint container: quick's three points (counts scaled by
+// 0.25) have 2, 5 and 10 endpoints; duration overrides the trial.
+func TestEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		quick  bool
+		want   time.Duration
+	}{
+		{map[string]string{"topology": "one-to-many", "count": "4"}, true, time.Second + iperfStart + 2*endpointCost},
+		{map[string]string{"topology": "grouped", "containers": "16", "clients": "16"}, true, time.Second + iperfStart + 5*endpointCost},
+		{map[string]string{"topology": "pairs", "count": "20"}, true, time.Second + iperfStart + 10*endpointCost},
+		{map[string]string{"topology": "pairs", "count": "20"}, false, time.Second + iperfStart + 40*endpointCost},
+		{map[string]string{"topology": "pairs", "count": "1", "duration": "3s"}, false, 3*time.Second + iperfStart + 2*endpointCost},
+	} {
+		v, err := workload.Resolve(Workload{}.Params(), tc.params, tc.quick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := Workload{}.New(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := in.(*Instance).Estimate(time.Second); got != tc.want {
+			t.Errorf("%v quick=%v: Estimate = %v, want %v", tc.params, tc.quick, got, tc.want)
+		}
+	}
+}
+
 func TestClientScript(t *testing.T) {
 	s := clientScript([]string{"10.213.1.2:5201", "srv0:5202"}, time.Unix(100, 5), 2*time.Second)
 	for _, want := range []string{

@@ -201,6 +201,15 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	return res, nil
 }
 
+// Estimate implements workload.Estimator: the trial and about a second
+// around it (the readiness wait, the GET preload, the first trial's sizing
+// probe, the CPU readings): aa --quick on the 2-core development machine
+// (run 20261127-092649-1549) took 4.1-5.6 s a 3 s trial natively, redis
+// --quick 2.2-4 s a 1.5 s trial, the platform's start-up included.
+func (in *Instance) Estimate(trial time.Duration) time.Duration {
+	return trial + time.Second
+}
+
 // rate returns the request rate to size a trial with: the last one seen on
 // this platform, or a short probe's.
 func (in *Instance) rate(ctx context.Context, t workload.Trial, addr string, keys int) (float64, error) {

@@ -103,12 +103,14 @@ func (in *Instance) CheckPlatform(base string, o platform.Options) error {
 const drain = 2 * time.Second
 
 // Estimate implements workload.Estimator: a trial runs two experiments of
-// a warm-up, the measured interval and the drain each, and starts N+1
-// Redis (loading their data), K twemproxies and HAProxy; about 10 s a
-// trial natively under --quick on 2 cores.
+// a warm-up and the measured interval each (a drain ends as soon as the
+// last pipelines are answered, well within its allowance), starts N+1
+// Redis (loading their data), K twemproxies and HAProxy, about 3 s with
+// their readiness waits: 8 s a trial natively and 9-10 s in Docker under
+// --quick on the 2-core development machine (run 20261127-032601-8572, quiet).
 func (in *Instance) Estimate(trial time.Duration) time.Duration {
 	load := time.Duration(float64(in.s.Keyspace*2) / 400000 * float64(time.Second))
-	return 2*(in.s.Warmup+trial+drain) + time.Second + load
+	return 2*(in.s.Warmup+trial) + 3*time.Second + load
 }
 
 // Instance is a configured redis-scaleout workload.
