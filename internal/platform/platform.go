@@ -21,6 +21,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -333,6 +334,59 @@ type Options struct {
 	// platform with its pinned variant: {name: native-pinned, base:
 	// native, options: {pin: spread}}. Native and Docker platforms only.
 	Pin string `yaml:"pin" json:"pin,omitempty"`
+	// Place puts each role's pods on a Kubernetes node, as
+	// "role=node,role=node" sorted by role (FormatPlace; a study file
+	// writes it as a mapping, place: {db: node-a, web: node-b}), so that a
+	// study can compare layouts of one cluster as platforms. Kubernetes
+	// platforms only; hosts of a hosts file have their own place:.
+	Place string `yaml:"place" json:"place,omitempty"`
+}
+
+// Driver is the role name of the load driver in a placement.
+const Driver = "driver"
+
+var nodeName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// FormatPlace is the canonical form of a placement (role -> node) in
+// Options.Place: "role=node" pairs sorted by role, joined by commas.
+func FormatPlace(m map[string]string) string {
+	roles := make([]string, 0, len(m))
+	for r := range m {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	parts := make([]string, len(roles))
+	for i, r := range roles {
+		parts[i] = r + "=" + m[r]
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParsePlace reads Options.Place back into role -> node, checking each
+// pair: a role name and a node name (a DNS subdomain, as Kubernetes names
+// nodes). The load driver cannot be placed on a node: it runs on the
+// client host or on the driver hosts of a hosts file, not in a pod.
+func ParsePlace(s string) (map[string]string, error) {
+	m := map[string]string{}
+	if s == "" {
+		return m, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		role, node, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok || role == "":
+			return nil, fmt.Errorf("place %q: want role=node pairs", s)
+		case role == Driver:
+			return nil, fmt.Errorf("place: driver on node %q: the load runs on the client host (or a driver host of --hosts), not in a pod; remove driver from place", node)
+		case !nodeName.MatchString(node):
+			return nil, fmt.Errorf("place: %s on %q: not a Kubernetes node name (lower-case letters, digits, '-' and '.')", role, node)
+		}
+		if _, dup := m[role]; dup {
+			return nil, fmt.Errorf("place: role %s placed twice", role)
+		}
+		m[role] = node
+	}
+	return m, nil
 }
 
 // PinSpread is the Pin option that pins each server to a core of its own.
@@ -361,6 +415,9 @@ func (o Options) Validate() error {
 	}
 	if o.Pin != "" && o.Pin != PinSpread {
 		return fmt.Errorf("pin %q: want %q (each server of a topology on a core of its own) or nothing", o.Pin, PinSpread)
+	}
+	if _, err := ParsePlace(o.Place); err != nil {
+		return err
 	}
 	if o.VMMemory != "" {
 		if n, err := ParseBytes(o.VMMemory); err != nil {
@@ -398,6 +455,9 @@ func (o Options) String() string {
 	}
 	if o.Pin != "" {
 		parts = append(parts, "pin="+o.Pin)
+	}
+	if o.Place != "" {
+		parts = append(parts, "place={"+strings.ReplaceAll(o.Place, ",", " ")+"}")
 	}
 	return strings.Join(parts, ",")
 }

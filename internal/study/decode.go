@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/yamlnode"
 )
 
@@ -17,7 +18,7 @@ import (
 var (
 	studyKeys    = []string{"name", "description", "baseline", "rounds", "warmup", "trial", "order", "seed", "min_pairs", "outside_cpu_max", "client", "client_mtu", "client_subnet", "hosts", "until_ci", "until_ci_metrics", "max_rounds", "max_time", "platforms", "workloads", "quick"}
 	platformKeys = []string{"name", "base", "options"}
-	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory", "pin"}
+	optionKeys   = []string{"cpus", "cpuset", "memory", "vcpus", "vm_memory", "pin", "place"}
 	workloadKeys = []string{"workload", "name", "params"}
 	quickKeys    = []string{"rounds", "warmup", "trial", "max_rounds", "max_time", "workloads", "platforms"}
 )
@@ -185,9 +186,39 @@ func (d *decoder) options(p *Platform, where string, k, v *yaml.Node) error {
 			p.Options.VMMemory, err = d.str(where+"."+key, k, v)
 		case "pin":
 			p.Options.Pin, err = d.str(where+"."+key, k, v)
+		case "place":
+			p.Options.Place, err = d.place(where+"."+key, k, v)
 		}
 		return err
 	})
+}
+
+// place decodes a variant's placement of roles on Kubernetes nodes, a
+// mapping of role to node, into Options.Place's canonical form.
+func (d *decoder) place(where string, k, v *yaml.Node) (string, error) {
+	if v.Kind != yaml.MappingNode {
+		return "", d.errf(k.Line, "%s: want a mapping of role to node, e.g. {db: node-a, web: node-b}, got %s", where, yamlnode.KindName(v))
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		rk, rv := v.Content[i], yamlnode.Deref(v.Content[i+1])
+		role, err := d.str(where, rk, rk)
+		if err != nil {
+			return "", err
+		}
+		node, err := d.str(where+"."+role, rk, rv)
+		if err != nil {
+			return "", err
+		}
+		if _, dup := m[role]; dup {
+			return "", d.errf(rk.Line, "%s: role %s placed twice", where, role)
+		}
+		if strings.ContainsAny(role+node, ",=") {
+			return "", d.errf(rk.Line, "%s: %s on %q: role and node names have no ',' or '='", where, role, node)
+		}
+		m[role] = node
+	}
+	return platform.FormatPlace(m), nil
 }
 
 // workloads decodes the workloads list.

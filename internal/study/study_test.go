@@ -254,7 +254,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown platform key", func(t *testing.T) string { return edit(t, "base: native,", "base: native, foo: 1,") },
 			`t.yaml:15: unknown key "foo" in platforms[2] (known: name, base, options)`},
 		{"unknown option", func(t *testing.T) string { return edit(t, "cpus: 0.8", "cpu: 0.8") },
-			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory, vcpus, vm_memory, pin)`},
+			`t.yaml:15: unknown key "cpu" in platforms[2].options (known: cpus, cpuset, memory, vcpus, vm_memory, pin, place)`},
 		{"unknown workload key", func(t *testing.T) string { return edit(t, "    name: redis-set", "    label: redis-set") },
 			`t.yaml:18: unknown key "label" in workloads[0] (known: workload, name, params)`},
 		{"unknown quick key", func(t *testing.T) string { return edit(t, "  max_time: 4m", "  maxtime: 4m") },
@@ -327,6 +327,21 @@ func TestParseErrors(t *testing.T) {
 		{"pin mode", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: native-pinned, base: native, options: {pin: tight}}\n")
 		}, `t.yaml:15: platforms[2].options: pin "tight": want "spread" (each server of a topology on a core of its own) or nothing`},
+		{"place on a platform that is not Kubernetes", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: native-there, base: native, options: {place: {redis: node-b}}}\n")
+		}, `t.yaml:15: platforms[2].options.place: place names Kubernetes nodes, so only k8s-* platforms take it (base is native); to run servers on other machines, name them in a hosts file (--hosts) with its own place:`},
+		{"place of the driver", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-spread, base: k8s-pod, options: {place: {driver: node-b}}}\n")
+		}, `t.yaml:15: platforms[2].options: place: driver on node "node-b": the load runs on the client host (or a driver host of --hosts), not in a pod; remove driver from place`},
+		{"place on a node name Kubernetes cannot have", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-spread, base: k8s-pod, options: {place: {redis: Node_B}}}\n")
+		}, `t.yaml:15: platforms[2].options: place: redis on "Node_B": not a Kubernetes node name (lower-case letters, digits, '-' and '.')`},
+		{"place not a mapping", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-spread, base: k8s-pod, options: {place: node-b}}\n")
+		}, `t.yaml:15: platforms[2].options.place: want a mapping of role to node, e.g. {db: node-a, web: node-b}, got "node-b"`},
+		{"place of a role twice", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - name: k8s-spread\n    base: k8s-pod\n    options:\n      place:\n        redis: node-a\n        redis: node-b\n")
+		}, `t.yaml:20: platforms[2].options.place: role redis placed twice`},
 		{"vm_memory too small", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: vm-small, base: vm, options: {vm_memory: 64m}}\n")
 		}, `t.yaml:15: platforms[2].options: vm_memory 64m: a guest needs at least 128m`},
@@ -670,7 +685,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	custom := edit(t, "description: test", `description: "tricky: text # with \"quotes\""`)
 	custom = strings.Replace(custom, "until_ci: 0\nmax_rounds: 40", "until_ci: 2.5\nmax_rounds: 30", 1)
 	custom = strings.Replace(custom, "order: random", "order: fixed", 1)
-	custom = strings.Replace(custom, "  - docker-nat\n", "  - docker-nat\n  - {name: native-pinned, base: native, options: {pin: spread}}\n", 1)
+	custom = strings.Replace(custom, "  - docker-nat\n", "  - docker-nat\n  - {name: native-pinned, base: native, options: {pin: spread}}\n  - {name: k8s-spread, base: k8s-pod, options: {place: {web: node-b, db: node-a}}}\n", 1)
 	custom = strings.Replace(custom, "quick:", "  - {workload: sleep, params: {label: \"\"}}\n  - {workload: sleep, name: s2, params: {label: 'yes', length: 90m}}\nquick:", 1)
 	type source struct {
 		name string

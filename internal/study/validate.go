@@ -238,10 +238,14 @@ func (v *validator) platforms() {
 			{"vcpus", platform.Options{VCPUs: o.VCPUs}},
 			{"vm_memory", platform.Options{VMMemory: o.VMMemory}},
 			{"pin", platform.Options{Pin: o.Pin}},
+			{"place", platform.Options{Place: o.Place}},
 		} {
 			if err := f.opt.Validate(); err != nil {
 				v.add(at("options."+f.key, "options"), "%s.options: %w", where, err)
 			}
+		}
+		if o.Place != "" && platform.IsBuiltin(p.Base) && platform.Family(p.Base) != platform.FamilyKubernetes {
+			v.add(at("options.place", "options"), "%s.options.place: place names Kubernetes nodes, so only k8s-* platforms take it (base is %s); to run servers on other machines, name them in a hosts file (--hosts) with its own place:", where, p.Base)
 		}
 	}
 }

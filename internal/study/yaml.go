@@ -126,6 +126,14 @@ func platformNode(p Platform) *yaml.Node {
 	if p.Options.Pin != "" {
 		o.Content = append(o.Content, plain("pin"), str(p.Options.Pin))
 	}
+	if p.Options.Place != "" {
+		pl := mapping(true)
+		for _, pair := range strings.Split(p.Options.Place, ",") {
+			role, node, _ := strings.Cut(pair, "=")
+			pl.Content = append(pl.Content, str(role), str(node))
+		}
+		o.Content = append(o.Content, plain("place"), pl)
+	}
 	if len(o.Content) > 0 {
 		n.Content = append(n.Content, plain("options"), o)
 	}

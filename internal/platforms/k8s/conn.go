@@ -363,39 +363,40 @@ func (c *Conn) CheckRBAC(ctx context.Context, kind string) error {
 	return nil
 }
 
-// CheckImage says whether pods can get the image: on the local cluster it
-// is imported from Docker when missing (see ensureImage); elsewhere a node
-// that lists it will do, else a probe pod in namespace ns must pull it (once
-// per image), so that an image the nodes cannot pull is named before the
-// first trial rather than in it.
-func (c *Conn) CheckImage(ctx context.Context, ref string, ns func(context.Context) (string, error)) error {
+// CheckImage says whether pods can get the image on each of nodes: on the
+// local cluster it is imported from Docker when missing (see ensureImage);
+// elsewhere a node that lists it will do, else a probe pod in namespace ns
+// must pull it there (once per image and node), so that an image a node
+// cannot pull is named before the first trial rather than in it.
+func (c *Conn) CheckImage(ctx context.Context, ref string, nodes []string, ns func(context.Context) (string, error)) error {
 	if c.local != nil {
 		if c.save == nil && !c.local.HasImage(ctx, ref) {
 			return platform.Unavailablef("image %s is not on the local node and no Docker engine can provide it: `nearnative cluster up --image %s`", ref, ref)
 		}
 		return nil
 	}
-	f, err := c.Facts(ctx)
-	if err != nil {
-		return err
+	for _, node := range nodes {
+		if c.NodeHasImage(ctx, node, ref) {
+			continue
+		}
+		key := ref + "@" + node
+		c.mu.Lock()
+		err, done := c.imported[key]
+		c.mu.Unlock()
+		if !done {
+			var namespace string
+			if namespace, err = ns(ctx); err == nil {
+				err = c.probePull(ctx, namespace, node, ref)
+			}
+			c.mu.Lock()
+			c.imported[key] = err
+			c.mu.Unlock()
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if c.NodeHasImage(ctx, f.Node, ref) {
-		return nil
-	}
-	c.mu.Lock()
-	err, done := c.imported[ref]
-	c.mu.Unlock()
-	if done {
-		return err
-	}
-	namespace, err := ns(ctx)
-	if err == nil {
-		err = c.probePull(ctx, namespace, f.Node, ref)
-	}
-	c.mu.Lock()
-	c.imported[ref] = err
-	c.mu.Unlock()
-	return err
+	return nil
 }
 
 // pullTimeout bounds the image probe (a cold pull of the workload image).
@@ -408,8 +409,8 @@ func (c *Conn) probePull(ctx context.Context, ns, node, ref string) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "nn-image-probe", Namespace: ns, Labels: map[string]string{LabelRun: "probe"}},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no,
-			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
-			Containers:   []corev1.Container{{Name: "probe", Image: ref, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}}},
+			Affinity:   nodeAffinity(node),
+			Containers: []corev1.Container{{Name: "probe", Image: ref, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"true"}}}},
 	}
 	pods := c.cs.CoreV1().Pods(ns)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {

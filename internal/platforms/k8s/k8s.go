@@ -97,6 +97,8 @@ type platformImpl struct {
 	env  platform.Env
 	opt  platform.Options
 	conn *Conn
+	// place is options.place: role -> node.
+	place map[string]string
 
 	nsOnce sync.Once
 	nsErr  error
@@ -125,15 +127,20 @@ func New(kind, name string, env platform.Env, conn *Conn, opt platform.Options) 
 	if opt.CPUSet != "" {
 		return nil, fmt.Errorf("k8s platform %s: cpuset %q is not a Kubernetes setting (the CPU manager places pods): use k8s-guaranteed for exclusive cores, or cpus for a limit", name, opt.CPUSet)
 	}
-	return &platformImpl{kind: kind, name: name, env: env, opt: opt, conn: conn}, nil
+	place, err := platform.ParsePlace(opt.Place)
+	if err != nil {
+		return nil, fmt.Errorf("k8s platform %s: %w", name, err)
+	}
+	return &platformImpl{kind: kind, name: name, env: env, opt: opt, conn: conn, place: place}, nil
 }
 
 // Name implements platform.Platform.
 func (p *platformImpl) Name() string { return p.name }
 
 // Check implements platform.Checker: the cluster answers with a Ready node,
-// the kubeconfig's user has the rights the run needs, the image can reach
-// the nodes, and k8s-guaranteed finds the static CPU manager.
+// the kubeconfig's user has the rights the run needs, every node of
+// options.place can take the pods, the image can reach the nodes, and
+// k8s-guaranteed finds the static CPU manager.
 func (p *platformImpl) Check(ctx context.Context) error {
 	f, err := p.conn.Facts(ctx)
 	if err != nil {
@@ -142,7 +149,10 @@ func (p *platformImpl) Check(ctx context.Context) error {
 	if err := p.conn.CheckRBAC(ctx, p.kind); err != nil {
 		return err
 	}
-	if err := p.conn.CheckImage(ctx, p.env.Image, p.namespace); err != nil {
+	if err := p.checkPlaced(ctx, f); err != nil {
+		return err
+	}
+	if err := p.conn.CheckImage(ctx, p.env.Image, p.nodes(f), p.namespace); err != nil {
 		return err
 	}
 	if p.kind == Guaranteed {

@@ -39,6 +39,8 @@ type fakeCluster struct {
 	cs         *fake.Clientset
 	conn       *Conn
 	cpuManager string
+	// nodeCPUManager overrides cpuManager for a node by name.
+	nodeCPUManager map[string]string
 	denied     map[string]bool // "verb resource" refused by RBAC
 	waiting    string          // container waiting reason for new pods
 	podIPs     atomic.Int32
@@ -54,13 +56,21 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.31.4", ContainerRuntimeVersion: "containerd://1.6.20"},
 		},
 	}
-	f := &fakeCluster{cs: fake.NewSimpleClientset(node), cpuManager: "static", denied: map[string]bool{}}
+	f := &fakeCluster{cs: fake.NewSimpleClientset(node), cpuManager: "static", nodeCPUManager: map[string]string{}, denied: map[string]bool{}}
 	f.cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.31.4"}
 	f.cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		p.UID = types.UID("uid-" + p.Name)
+		// The scheduler: the node the pod's affinity names, else node-a.
 		p.Spec.NodeName = "node-a"
-		p.Status.HostIP = "192.0.2.250"
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			p.Spec.NodeName = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0]
+		}
+		n, err := f.cs.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", p.Spec.NodeName)
+		if err != nil {
+			return true, nil, fmt.Errorf("fake scheduler: %w", err)
+		}
+		p.Status.HostIP = n.(*corev1.Node).Status.Addresses[0].Address
 		p.Status.QOSClass = qosOf(p)
 		if f.waiting != "" {
 			p.Status.Phase = corev1.PodPending
@@ -113,7 +123,11 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	})
 	f.conn = NewConn(f.cs, func(_ context.Context, path string) ([]byte, error) {
 		if strings.HasSuffix(path, "/configz") {
-			return []byte(`{"kubeletconfig":{"cpuManagerPolicy":"` + f.cpuManager + `"}}`), nil
+			policy := f.cpuManager
+			if p, ok := f.nodeCPUManager[strings.Split(path, "/")[4]]; ok {
+				policy = p
+			}
+			return []byte(`{"kubeletconfig":{"cpuManagerPolicy":"` + policy + `"}}`), nil
 		}
 		return nil, fmt.Errorf("no %s", path)
 	})

@@ -40,6 +40,8 @@ type member struct {
 	entry  bool
 	// instance is the topology instance (-1 for a single server).
 	instance int
+	// role is the server's role: its topology role, or its name alone.
+	role string
 }
 
 // container is the name of a member's container.
@@ -143,7 +145,7 @@ func (p *platformImpl) buildPod(ns, name, trial, group string, members []member,
 		},
 	}
 	if node != "" {
-		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+		pod.Spec.Affinity = nodeAffinity(node)
 	}
 	var cm *corev1.ConfigMap
 	var script []string
@@ -298,12 +300,16 @@ func (p *platformImpl) createPod(ctx context.Context, trial, group string, membe
 	if err != nil {
 		return nil, err
 	}
+	node, err := p.nodeFor(members, f)
+	if err != nil {
+		return nil, err
+	}
 	name := podName(trial, group)
-	spec, cm, err := p.buildPod(ns, name, trial, group, members, f.Node)
+	spec, cm, err := p.buildPod(ns, name, trial, group, members, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
-	pd := &pod{p: p, ns: ns, name: name, trial: trial, members: members, node: f.Node, services: map[string]*corev1.Service{}}
+	pd := &pod{p: p, ns: ns, name: name, trial: trial, members: members, node: node, services: map[string]*corev1.Service{}}
 	defer func() {
 		if err != nil {
 			pd.delete(context.WithoutCancel(ctx))

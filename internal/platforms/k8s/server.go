@@ -62,7 +62,7 @@ func (p *platformImpl) Start(ctx context.Context, trial string, spec platform.Sp
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: starting %s: empty command", p.name, spec.Name)
 	}
-	m := member{spec: spec, listen: l, argv: argv, entry: true, instance: -1}
+	m := member{spec: spec, listen: l, argv: argv, entry: true, instance: -1, role: spec.Name}
 	pd, err := p.createPod(ctx, trial, spec.Name, []member{m}, p.kind == Service || p.kind == NodePort)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ func (s *site) OpenGroup(ctx context.Context, group string, members []deploy.Mem
 		if len(argv) == 0 {
 			return fmt.Errorf("server %s: empty command", dm.Spec.Name)
 		}
-		ms = append(ms, member{spec: dm.Spec, listen: l, argv: argv, entry: dm.Server.Entry, instance: dm.Server.ID.Instance})
+		ms = append(ms, member{spec: dm.Spec, listen: l, argv: argv, entry: dm.Server.Entry, instance: dm.Server.ID.Instance, role: dm.Server.ID.Role})
 	}
 	pd, err := s.p.createPod(ctx, s.trial, group, ms, s.p.kind == Service || s.p.kind == NodePort)
 	if err != nil {
