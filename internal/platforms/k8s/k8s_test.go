@@ -41,9 +41,9 @@ type fakeCluster struct {
 	cpuManager string
 	// nodeCPUManager overrides cpuManager for a node by name.
 	nodeCPUManager map[string]string
-	denied     map[string]bool // "verb resource" refused by RBAC
-	waiting    string          // container waiting reason for new pods
-	podIPs     atomic.Int32
+	denied         map[string]bool // "verb resource" refused by RBAC
+	waiting        string          // container waiting reason for new pods
+	podIPs         atomic.Int32
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
