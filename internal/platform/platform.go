@@ -30,6 +30,7 @@ import (
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/ready"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Names of the built-in platforms.
@@ -282,6 +283,28 @@ type CPUReporter interface {
 // whole guest: the qemu process on the host".
 type CPUDescriber interface {
 	CPUSource() string
+}
+
+// MachineReporter is implemented by servers on another machine than this
+// one (a host of a hosts file). The CPU account's whole-machine figures
+// (CPU per operation, steal, the outside-CPU check) are then those of the
+// machines the system under test runs on, not of this one.
+type MachineReporter interface {
+	// MachineCPU reads the server's machine's CPU counters.
+	MachineCPU(ctx context.Context) (MachineSample, error)
+}
+
+// MachineSample is one reading of a machine's CPU counters.
+type MachineSample struct {
+	// Name is the machine's name for the record (a host of the hosts file).
+	Name string
+	// BootID names the running kernel: hosts that share one are one
+	// machine (the test bed's), read once.
+	BootID string
+	// SUT is false for a server that runs beside the load driver on a
+	// driver host: its machine is not the system under test's.
+	SUT    bool
+	Sample sysinfo.CPUSample
 }
 
 // OverheadReporter is implemented by servers whose platform runs helper

@@ -72,6 +72,11 @@ func (t CPUTimes) sub(u CPUTimes) CPUTimes {
 	}
 }
 
+func (t CPUTimes) add(u CPUTimes) CPUTimes {
+	return CPUTimes{User: t.User + u.User, Nice: t.Nice + u.Nice, System: t.System + u.System, Idle: t.Idle + u.Idle,
+		IOWait: t.IOWait + u.IOWait, IRQ: t.IRQ + u.IRQ, SoftIRQ: t.SoftIRQ + u.SoftIRQ, Steal: t.Steal + u.Steal}
+}
+
 func subClamp(a, b uint64) uint64 {
 	if a < b {
 		return 0
@@ -110,6 +115,18 @@ func ReadCPU() (CPUSample, error) {
 	}
 	s.At = at
 	return s, nil
+}
+
+// BootID is the running kernel's boot ID (/proc/sys/kernel/random/boot_id):
+// it names a machine for as long as it runs, so that readings from hosts
+// that are one machine (network namespaces, the test bed) are told apart
+// from other machines' and not added twice.
+func BootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("reading the boot ID: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // ParseStat parses the text of /proc/stat. At is left zero for the caller to
@@ -275,6 +292,38 @@ func (a CPUSample) Delta(b CPUSample) CPUDelta {
 		d.CPUIDs = append(d.CPUIDs, id)
 	}
 	return d
+}
+
+// SumDeltas adds the CPU use of several machines over one load: seconds
+// and counts add up, Utilisation is the busy share of all their CPUs,
+// Interval is the longest, and PerCPUBusy lists every machine's CPUs in
+// turn (CPUIDs repeat across machines). One delta is returned as it is.
+func SumDeltas(ds []CPUDelta) CPUDelta {
+	if len(ds) == 1 {
+		return ds[0]
+	}
+	var s CPUDelta
+	for _, d := range ds {
+		s.Interval = max(s.Interval, d.Interval)
+		s.Ticks = s.Ticks.add(d.Ticks)
+		s.BusySeconds += d.BusySeconds
+		s.TotalSeconds += d.TotalSeconds
+		s.SoftIRQSeconds += d.SoftIRQSeconds
+		s.IRQSeconds += d.IRQSeconds
+		s.SystemSeconds += d.SystemSeconds
+		s.UserSeconds += d.UserSeconds
+		s.IOWaitSeconds += d.IOWaitSeconds
+		s.StealSeconds += d.StealSeconds
+		s.PerCPUBusy = append(s.PerCPUBusy, d.PerCPUBusy...)
+		s.CPUIDs = append(s.CPUIDs, d.CPUIDs...)
+		s.ContextSwitches += d.ContextSwitches
+		s.Interrupts += d.Interrupts
+		s.SoftIRQs += d.SoftIRQs
+	}
+	if s.TotalSeconds > 0 {
+		s.Utilisation = s.BusySeconds / s.TotalSeconds
+	}
+	return s
 }
 
 // cpuID returns the CPU number of s.PerCPU[i], falling back to the index for

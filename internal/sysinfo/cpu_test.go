@@ -3,6 +3,7 @@ package sysinfo
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -253,5 +254,27 @@ func TestReadCPULive(t *testing.T) {
 	}
 	if len(after.PerCPU) != runtime.NumCPU() && len(after.PerCPU) < CPUCount() {
 		t.Errorf("%d per-CPU lines, want at least %d", len(after.PerCPU), CPUCount())
+	}
+}
+
+func TestSumDeltas(t *testing.T) {
+	a := CPUDelta{Interval: time.Second, Ticks: CPUTimes{User: 100, Idle: 100}, BusySeconds: 1, TotalSeconds: 2, StealSeconds: 0.1,
+		PerCPUBusy: []float64{0.5, 0.5}, CPUIDs: []int{0, 1}, ContextSwitches: 10}
+	b := CPUDelta{Interval: 2 * time.Second, Ticks: CPUTimes{User: 300, Idle: 500}, BusySeconds: 3, TotalSeconds: 8,
+		PerCPUBusy: []float64{0.9}, CPUIDs: []int{0}, ContextSwitches: 5}
+	for _, tc := range []struct {
+		name string
+		in   []CPUDelta
+		want CPUDelta
+	}{
+		{"one", []CPUDelta{a}, a},
+		{"two machines", []CPUDelta{a, b}, CPUDelta{Interval: 2 * time.Second, Ticks: CPUTimes{User: 400, Idle: 600}, BusySeconds: 4, TotalSeconds: 10,
+			StealSeconds: 0.1, Utilisation: 0.4, PerCPUBusy: []float64{0.5, 0.5, 0.9}, CPUIDs: []int{0, 1, 0}, ContextSwitches: 15}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SumDeltas(tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("SumDeltas =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // The API runs in-process here: the agent needs PID 1 only for booting.
@@ -134,5 +136,30 @@ func TestParseCmdline(t *testing.T) {
 	m := ParseCmdline("console=ttyS0 rw nn.ip=10.213.4.2/24 nn.token=abc\n")
 	if m[ParamIP] != "10.213.4.2/24" || m[ParamToken] != "abc" || m["rw"] != "" {
 		t.Fatalf("ParseCmdline = %v", m)
+	}
+}
+
+// TestMachineCPU: the agent's machine counters are this machine's (the
+// test runs the agent here), named by its boot ID, and advance.
+func TestMachineCPU(t *testing.T) {
+	c, _ := testAgent(t)
+	ctx := context.Background()
+	id0, s0, err := c.MachineCPU(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := sysinfo.BootID()
+	if err != nil || id0 != local {
+		t.Errorf("boot ID %q, want this machine's %q (%v)", id0, local, err)
+	}
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	_, s1, err := c.MachineCPU(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s0.Delta(s1)
+	if d.Interval <= 0 || d.TotalSeconds <= 0 || len(s1.PerCPU) == 0 {
+		t.Errorf("delta %+v: want time and CPU counters that advance", d)
 	}
 }

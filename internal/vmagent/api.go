@@ -18,9 +18,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/ready"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Port is the TCP port the agent listens on, on the guest's address.
@@ -118,6 +120,15 @@ type Stopped struct {
 // CPU is the answer to /cpu.
 type CPU struct {
 	Time time.Duration `json:"time_ns"`
+}
+
+// Machine is the answer to /machine: the whole machine's CPU counters.
+type Machine struct {
+	// BootID names the running kernel: machines that share one (hosts of
+	// the test bed, namespaces of one machine) share their counters.
+	BootID string    `json:"boot_id"`
+	Stat   string    `json:"stat"` // /proc/stat
+	At     time.Time `json:"at"`   // when Stat was read, on the machine's clock
 }
 
 // Client talks to one guest's agent.
@@ -223,6 +234,21 @@ func (c *Client) CPUTime(ctx context.Context, pid int) (time.Duration, error) {
 	var r CPU
 	err := c.call(ctx, "/cpu?pid="+strconv.Itoa(pid), nil, &r)
 	return r.Time, err
+}
+
+// MachineCPU reads the machine's /proc/stat (sysinfo.ReadCPU there) and
+// its boot ID. The sample's time is the machine's own clock: deltas of two
+// samples of one machine are exact, whatever its offset from this one.
+func (c *Client) MachineCPU(ctx context.Context) (bootID string, s sysinfo.CPUSample, err error) {
+	var m Machine
+	if err := c.call(ctx, "/machine", nil, &m); err != nil {
+		return "", s, err
+	}
+	if s, err = sysinfo.ParseStat(strings.NewReader(m.Stat)); err != nil {
+		return "", s, fmt.Errorf("the machine's /proc/stat: %w", err)
+	}
+	s.At = m.At
+	return m.BootID, s, nil
 }
 
 // Status says whether pid still runs and gives the tail of its output.

@@ -72,6 +72,7 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/stop", a.auth(a.stop))
 	mux.HandleFunc("/run", a.auth(a.run))
 	mux.HandleFunc("/cpu", a.auth(a.cpu))
+	mux.HandleFunc("/machine", a.auth(machine))
 	mux.HandleFunc("/status", a.auth(a.status))
 	mux.HandleFunc("/put", a.auth(a.put))
 	mux.HandleFunc("/sched", a.auth(a.sched))
@@ -380,4 +381,19 @@ func (a *agent) cpu(r *http.Request) (any, error) {
 // fork) are not counted.
 func ProcCPU(procRoot string, pid int) (time.Duration, error) {
 	return sysinfo.TreeCPU(procRoot, pid)
+}
+
+// machine answers /machine: the machine's /proc/stat as it is, when it was
+// read, and the kernel's boot ID.
+func machine(*http.Request) (any, error) {
+	b, err := os.ReadFile("/proc/stat")
+	at := time.Now()
+	if err != nil {
+		return nil, err
+	}
+	id, err := sysinfo.BootID()
+	if err != nil {
+		return nil, err
+	}
+	return Machine{BootID: id, Stat: string(b), At: at}, nil
 }

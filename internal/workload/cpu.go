@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,12 +81,12 @@ type CPUCost struct {
 // Metrics list.
 func (c CPUCost) Metrics() []Metric {
 	return []Metric{
-		{Name: c.Metric, Unit: c.Unit, Help: fmt.Sprintf("CPU time of the whole machine per %s: /proc/stat busy time over the load (softirq included, steal excluded), so every layer a platform adds counts, wherever it runs", c.Op)},
+		{Name: c.Metric, Unit: c.Unit, Help: fmt.Sprintf("CPU time of the whole machine per %s (of every sut host's machine on a run with --hosts): /proc/stat busy time over the load (softirq included, steal excluded), so every layer a platform adds counts, wherever it runs", c.Op)},
 		{Name: RunCPUPrefix + c.Metric, Unit: c.Unit, Help: fmt.Sprintf("CPU time of the run's own processes per %s: the servers (their cgroups; a VM's whole guest), the platform's helpers on the host (docker-proxy) and the load generator; the rest of the machine is left out", c.Op)},
 		{Name: MetricServerCPU, Unit: "% of a core", Diagnostic: true, Help: "the servers' CPU over the load: their cgroups (natively and in containers), or a VM's whole guest (its qemu process on the host); 100 = one core"},
 		{Name: MetricClientCPU, Unit: "% of a core", Diagnostic: true, Help: "the load generator's CPU over the load (client processes, nearnative's own driver); 100 = one core"},
 		{Name: MetricStealCPU, Unit: "% of a core", Diagnostic: true, Help: "steal time over the load: CPU the hypervisor gave this machine's vCPUs to others (/proc/stat); 100 = one core"},
-		{Name: MetricOutsideCPU, Unit: "% of a core", Diagnostic: true, Help: "CPU of everything outside the run over the load: machine busy time minus the run's processes minus interrupt work; a trial above the study's outside_cpu_max is marked disturbed"},
+		{Name: MetricOutsideCPU, Unit: "% of a core", Diagnostic: true, Help: "CPU of everything outside the run over the load: machine busy time (the sut hosts' with --hosts) minus the run's processes there minus interrupt work; a trial above the study's outside_cpu_max is marked disturbed"},
 	}
 }
 
@@ -102,6 +103,12 @@ type CPUAccount struct {
 	PerServer []time.Duration
 	// Sources says how each server's CPU was read, without repeats.
 	Sources []string
+	// Machines names the machines whose counters make Machine when they
+	// are not this machine alone (the sut hosts of a hosts file; see
+	// machineSet); nil for this machine. OnMachines is then the run's own
+	// CPU time that ran on them, which OutsideSeconds subtracts.
+	Machines   []string
+	OnMachines time.Duration
 }
 
 // Interval is the wall time of the load.
@@ -120,7 +127,11 @@ func (a CPUAccount) OwnSeconds() float64 { return (a.Servers + a.Overhead + a.Cl
 // rounding).
 func (a CPUAccount) OutsideSeconds() float64 {
 	d := a.Machine
-	return max(0, a.MachineSeconds()-d.IRQSeconds-d.SoftIRQSeconds-a.OwnSeconds())
+	own := a.OwnSeconds()
+	if len(a.Machines) > 0 {
+		own = a.OnMachines.Seconds()
+	}
+	return max(0, a.MachineSeconds()-d.IRQSeconds-d.SoftIRQSeconds-own)
 }
 
 // pct is seconds of CPU over the load in percent of one core.
@@ -150,8 +161,12 @@ func (a CPUAccount) Record(c CPUCost, ops float64, res *Result) {
 		}
 	}
 	lo, hi := a.Machine.Spread()
-	res.Notes = append(res.Notes, fmt.Sprintf("CPU over the load (%v): machine busy %.0f%% (per-CPU %.0f%%..%.0f%%); servers %.2f s, platform helpers %.2f s, load generator %.2f s, interrupts %.2f s, outside the run %.2f s, steal %.2f s",
-		a.Interval().Round(time.Millisecond), a.Machine.Utilisation*100, lo*100, hi*100,
+	machine := "machine"
+	if len(a.Machines) > 0 {
+		machine = "sut machines (" + strings.Join(a.Machines, ", ") + ")"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("CPU over the load (%v): %s busy %.0f%% (per-CPU %.0f%%..%.0f%%); servers %.2f s, platform helpers %.2f s, load generator %.2f s, interrupts %.2f s, outside the run %.2f s, steal %.2f s",
+		a.Interval().Round(time.Millisecond), machine, a.Machine.Utilisation*100, lo*100, hi*100,
 		a.Servers.Seconds(), a.Overhead.Seconds(), a.Clients.Seconds(), a.Machine.IRQSeconds+a.Machine.SoftIRQSeconds, a.OutsideSeconds(), a.Machine.StealSeconds))
 }
 
@@ -164,6 +179,8 @@ type CPUMeter struct {
 	sources  []string
 
 	machine0         sysinfo.CPUSample
+	machines         *machineSet
+	remote0          []sysinfo.CPUSample
 	srv0, ovh0, cli0 []time.Duration
 	added            time.Duration
 	stopped          bool
@@ -203,8 +220,11 @@ func StartCPU(ctx context.Context, servers []platform.Server, clients ...platfor
 	if m.srv0, m.ovh0, m.cli0, err = m.read(ctx); err != nil {
 		return nil, err
 	}
-	// The machine last at the start and first at the end: the server
-	// readings (an API call for a container) stay outside its interval.
+	// The machines last at the start and first at the end: the server
+	// readings (an API call for a container) stay outside their interval.
+	if m.machines, m.remote0, err = planMachines(ctx, servers); err != nil {
+		return nil, err
+	}
 	if m.machine0, err = sysinfo.ReadCPU(); err != nil {
 		return nil, err
 	}
@@ -282,17 +302,36 @@ func (m *CPUMeter) Stop(ctx context.Context) (CPUAccount, error) {
 	if err != nil {
 		return CPUAccount{}, err
 	}
+	remote1, err := m.machines.read(ctx)
+	if err != nil {
+		return CPUAccount{}, err
+	}
 	srv1, ovh1, cli1, err := m.read(ctx)
 	if err != nil {
 		return CPUAccount{}, err
 	}
-	a := CPUAccount{Machine: m.machine0.Delta(machine1), Clients: m.added, Sources: m.sources}
+	a := CPUAccount{Machine: m.machine0.Delta(machine1), Clients: m.added, Sources: m.sources, Machines: m.machines.machineNames()}
 	a.Servers = sumDelta(m.srv0, srv1)
 	for i := range m.srv0 {
-		a.PerServer = append(a.PerServer, max(0, srv1[i]-m.srv0[i]))
+		d := max(0, srv1[i]-m.srv0[i])
+		a.PerServer = append(a.PerServer, d)
+		if m.machines.onSet[i] {
+			a.OnMachines += d
+		}
 	}
 	a.Overhead = sumDelta(m.ovh0, ovh1)
 	a.Clients += sumDelta(m.cli0, cli1)
+	if m.machines.remoteOnly() {
+		var deltas []sysinfo.CPUDelta
+		if m.machines.local {
+			deltas = append(deltas, a.Machine)
+			a.OnMachines += a.Overhead + a.Clients
+		}
+		for i := range remote1 {
+			deltas = append(deltas, m.remote0[i].Delta(remote1[i]))
+		}
+		a.Machine = sysinfo.SumDeltas(deltas)
+	}
 	return a, nil
 }
 

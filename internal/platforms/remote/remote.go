@@ -62,10 +62,16 @@ type Platform struct {
 	kind string
 }
 
+// What a platform's hosts are, for the record.
+const (
+	kindSUT    = "sut host"
+	kindDriver = "driver host"
+)
+
 // BesideDriver marks p as the platform of the roles beside the driver
 // (they run on a driver host), for the record.
 func (pl *Platform) BesideDriver() *Platform {
-	pl.kind = "driver host"
+	pl.kind = kindDriver
 	return pl
 }
 
@@ -74,7 +80,7 @@ func New(name string, place func(role string) Agent, suts []Agent, env platform.
 	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
 		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
 	}
-	p := &Platform{name: name, place: place, env: env, opt: opt, kind: "sut host"}
+	p := &Platform{name: name, place: place, env: env, opt: opt, kind: kindSUT}
 	for _, h := range suts {
 		p.peers = append(p.peers, h.Addr())
 	}
@@ -269,6 +275,16 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// MachineCPU implements platform.MachineReporter: the host's /proc/stat,
+// read by its agent.
+func (s *server) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
+	id, sample, err := s.p.host.Agent().MachineCPU(ctx)
+	if err != nil {
+		return platform.MachineSample{}, s.p.hostErr("reading the machine's CPU counters", err)
+	}
+	return platform.MachineSample{Name: s.p.host.Name(), BootID: id, SUT: s.p.kind == kindSUT, Sample: sample}, nil
+}
+
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string {
 	return "the server's processes on " + s.p.kind + " " + s.p.host.Name() + " (its agent, /proc)"
@@ -277,5 +293,6 @@ func (s *server) CPUSource() string {
 // The platform runs servers, jobs and topologies, as native does, so the
 // roles beside the driver can run on a driver host.
 var (
-	_ platform.JobRunner = (*Platform)(nil)
+	_ platform.JobRunner       = (*Platform)(nil)
+	_ platform.MachineReporter = (*server)(nil)
 )

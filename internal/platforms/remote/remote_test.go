@@ -20,6 +20,7 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/testbed"
 )
@@ -119,6 +120,13 @@ func TestNativeOnSUTHost(t *testing.T) {
 	cpu, err := srv.(platform.CPUReporter).CPUTime(ctx)
 	if err != nil || cpu < 0 {
 		t.Fatalf("CPU time %v, %v", cpu, err)
+	}
+	// The test bed's hosts are this machine: its machine reads as this one,
+	// which the CPU account then reads here rather than twice.
+	ms, err := srv.(platform.MachineReporter).MachineCPU(ctx)
+	local, _ := sysinfo.BootID()
+	if err != nil || ms.BootID != local || !ms.SUT || ms.Name != sut.Host.Name || len(ms.Sample.PerCPU) == 0 {
+		t.Fatalf("machine %s (boot %s, sut %v, %d CPUs), %v; want %s, this machine's boot %s, a sut", ms.Name, ms.BootID, ms.SUT, len(ms.Sample.PerCPU), err, sut.Host.Name, local)
 	}
 	dirs, _ := filepath.Glob("/tmp/" + runid.Prefix + string(env.Run) + "-*")
 	if len(dirs) != 1 {
