@@ -276,26 +276,37 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.Close() }
 
-// deadline applies ctx's deadline, or def from now without one.
-func (c *Conn) deadline(ctx context.Context, def time.Duration) {
+// deadline applies ctx's deadline, or def from now without one, and ends
+// a read or write at once when ctx is cancelled (Ctrl-C during a data load
+// of millions of keys); stop undoes the latter when the call is done.
+func (c *Conn) deadline(ctx context.Context, def time.Duration) (stop func() bool) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.c.SetDeadline(dl)
 	} else {
 		c.c.SetDeadline(time.Now().Add(def))
 	}
+	return context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
+}
+
+// failed wraps err, or ctx's error when ctx ended the call.
+func failed(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Do sends one command and reads its reply (within ctx's deadline, or 30
 // seconds).
 func (c *Conn) Do(ctx context.Context, args ...string) (Reply, error) {
-	c.deadline(ctx, 30*time.Second)
+	defer c.deadline(ctx, 30*time.Second)()
 	c.buf = AppendCommand(c.buf[:0], args...)
 	if _, err := c.c.Write(c.buf); err != nil {
-		return Reply{}, fmt.Errorf("redis %s: %w", args[0], err)
+		return Reply{}, failed(ctx, "redis "+args[0], err)
 	}
 	rep, err := Read(c.r)
 	if err != nil {
-		return rep, fmt.Errorf("redis %s: %w", args[0], err)
+		return rep, failed(ctx, "redis "+args[0], err)
 	}
 	return rep, nil
 }
@@ -304,16 +315,16 @@ func (c *Conn) Do(ctx context.Context, args ...string) (Reply, error) {
 // reads n replies, discarding them; it returns the first error reply, if
 // any, after reading all n (within ctx's deadline, or 60 seconds).
 func (c *Conn) Pipeline(ctx context.Context, buf []byte, n int) error {
-	c.deadline(ctx, 60*time.Second)
+	defer c.deadline(ctx, 60*time.Second)()
 	if _, err := c.c.Write(buf); err != nil {
-		return fmt.Errorf("redis pipeline: %w", err)
+		return failed(ctx, "redis pipeline", err)
 	}
 	var first error
 	for i := 0; i < n; i++ {
 		if _, _, err := Skip(c.r); err != nil {
 			var re Error
 			if !errors.As(err, &re) {
-				return fmt.Errorf("redis pipeline: %w", err)
+				return failed(ctx, "redis pipeline", err)
 			}
 			if first == nil {
 				first = err
