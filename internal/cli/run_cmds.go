@@ -180,6 +180,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 		Version: version.String(), NoWait: f.noWait, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,
 		Host: func(env platform.Env) (workload.HostPlatform, error) {
 			return native.Beside("host", env, a.dir)
+		},
+		Local: func(env platform.Env) (workload.HostPlatform, error) {
+			return native.Beside("local", env, a.dir)
 		}}
 	// A resumed run keeps the study, the platforms and the image it started
 	// with: the engine reads them once, here.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,10 @@ type Config struct {
 	// beside the driver, on the client host env.Client (once per client
 	// host); nil leaves workload.Trial.Host nil.
 	Host func(env platform.Env) (workload.HostPlatform, error)
+	// Local opens this machine's native platform on loopback, where
+	// workloads build the data templates they cache here (once per run);
+	// nil leaves workload.Trial.Local nil.
+	Local func(env platform.Env) (workload.HostPlatform, error)
 	// NoWait makes the run fail with a *state.BusyError instead of waiting
 	// when another run holds the machine's measuring lock.
 	NoWait bool
@@ -220,17 +225,17 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	out.Stored = true
 
 	hosts := map[host.Host]workload.HostPlatform{}
+	e := &runner{cfg: cfg, run: r, st: st, done: pl.done, instances: instances, plats: opened.Platforms, clients: opened.Clients,
+		env: env, hosts: hosts, degraded: map[string]bool{},
+		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
+		lastStored: pl.prior.lastRound, spent: pl.prior.spent}
 	defer func() {
-		for _, h := range hosts {
+		for _, h := range append(slices.Collect(maps.Values(hosts)), e.local) {
 			if c, ok := h.(platform.Closer); ok {
 				c.Close()
 			}
 		}
 	}()
-	e := &runner{cfg: cfg, run: r, st: st, done: pl.done, instances: instances, plats: opened.Platforms, clients: opened.Clients,
-		env: env, hosts: hosts, degraded: map[string]bool{},
-		rawDir: filepath.Join(runDir, "raw"), failures: map[string]int{}, stopped: map[string]bool{},
-		lastStored: pl.prior.lastRound, spent: pl.prior.spent}
 	if err := e.storeDegradations(ctx); err != nil {
 		return out, err
 	}
@@ -463,7 +468,10 @@ type runner struct {
 	env       platform.Env
 	// hosts holds the platform of the roles beside the driver, one per
 	// client host, opened on first use.
-	hosts    map[host.Host]workload.HostPlatform
+	hosts map[host.Host]workload.HostPlatform
+	// local is this machine's native platform on loopback, opened on
+	// first use (Config.Local).
+	local    workload.HostPlatform
 	rawDir   string
 	failures map[string]int  // consecutive failures per unit
 	stopped  map[string]bool // units whose trial said no later one can succeed (workload.ErrUnitStopped)
@@ -582,10 +590,14 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	if err != nil {
 		return err
 	}
+	local, err := e.localHost()
+	if err != nil {
+		return err
+	}
 	res, err := e.instances[u.Workload.Name].Run(ctx, workload.Trial{
 		Run: e.run.ID, Name: name, Round: round, Platform: e.plats[u.Platform.Name], Duration: e.st.Trial,
 		RawDir: e.rawDir, LogDir: e.env.LogDir, Log: progressWriter{e.cfg.Progress},
-		Host: beside, Client: client,
+		Host: beside, Local: local, Client: client,
 		Steps: e.stepLog(round, u), Series: e.seriesSink(round, u),
 	})
 	if client != nil {
@@ -671,6 +683,22 @@ func (e *runner) beside(c host.Host) (workload.HostPlatform, error) {
 		return nil, fmt.Errorf("the host beside the driver (%s): %w", c.Describe(), err)
 	}
 	e.hosts[c] = p
+	return p, nil
+}
+
+// localHost returns this machine's native platform on loopback, opening
+// it on first use; nil without cfg.Local.
+func (e *runner) localHost() (workload.HostPlatform, error) {
+	if e.cfg.Local == nil || e.local != nil {
+		return e.local, nil
+	}
+	env := e.env
+	env.Client = nil
+	p, err := e.cfg.Local(env)
+	if err != nil {
+		return nil, fmt.Errorf("this machine's native platform (data templates): %w", err)
+	}
+	e.local = p
 	return p, nil
 }
 

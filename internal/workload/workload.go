@@ -265,8 +265,11 @@ type Trial struct {
 	// Host is the native platform of the roles of a topology that run
 	// beside the load driver whatever the platform: on the client host,
 	// listening on its ClientAddr (nil when the engine was given none).
-	// Workloads also load their data templates through it.
 	Host HostPlatform
+	// Local is this machine's native platform on loopback: workloads build
+	// the data templates they cache on this machine through it (see
+	// Builder), whatever host the trial's servers and load run on.
+	Local HostPlatform
 	// Client is where the trial's load runs and how it reaches the
 	// platform's servers (nil: on this machine over loopback; see
 	// ClientHost). Load generators run through it: RunClient, the
@@ -288,6 +291,17 @@ type HostPlatform interface {
 	platform.Platform
 	platform.JobRunner
 	deploy.Backend
+}
+
+// Builder is the platform a workload builds its data templates with:
+// t.Local, or t.Host when the engine gave no Local (nil when neither). A
+// template is kept on this machine; with hosts of a hosts file, Host runs
+// on a driver host, whose files do not come back here.
+func (t Trial) Builder() HostPlatform {
+	if t.Local != nil {
+		return t.Local
+	}
+	return t.Host
 }
 
 // ClientHost is t.Client, or the loopback host when it is nil.

@@ -50,7 +50,7 @@ func (in *Instance) prepare(ctx context.Context, t workload.Trial) (*prepared, e
 	if p, ok := prepDone[key]; ok {
 		return p, nil
 	}
-	if t.Host == nil {
+	if t.Builder() == nil {
 		return nil, errors.New("the auction's data is loaded by a PostgreSQL on this host, but the trial has no host platform")
 	}
 	home := state.Home()
@@ -62,7 +62,7 @@ func (in *Instance) prepare(ctx context.Context, t workload.Trial) (*prepared, e
 	if err != nil {
 		return nil, err
 	}
-	tpl, err := app.EnsureTemplate(ctx, app.TemplateOptions{State: home, Size: in.size, Seed: in.seed, Platform: t.Host, Run: t.Run, Log: t.Log})
+	tpl, err := app.EnsureTemplate(ctx, app.TemplateOptions{State: home, Size: in.size, Seed: in.seed, Platform: t.Builder(), Run: t.Run, Log: t.Log})
 	if err != nil {
 		return nil, err
 	}

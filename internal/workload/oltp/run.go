@@ -81,7 +81,7 @@ func (in *Instance) roles(copies []string) []topology.Role {
 // instances on the trial's platform, drives them, and reads the figures.
 func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Result, err error) {
 	var res workload.Result
-	if t.Host == nil {
+	if t.Builder() == nil {
 		return res, errors.New("the oltp workload builds its database template through the native platform, and the engine provided none")
 	}
 	tmpl, err := in.template(ctx, t, &res)
@@ -147,7 +147,7 @@ func (in *Instance) template(ctx context.Context, t workload.Trial, res *workloa
 	if in.cache != nil {
 		cache = *in.cache
 	}
-	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: t.Host, LogDir: t.LogDir, Log: t.Log}, in.dataset)
+	tmpl, built, err := cache.Ensure(ctx, dvdstore.Builder{Platform: t.Builder(), LogDir: t.LogDir, Log: t.Log}, in.dataset)
 	if err != nil {
 		return tmpl, fmt.Errorf("the DVD Store database %s: %w", in.dataset, err)
 	}

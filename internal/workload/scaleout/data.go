@@ -165,9 +165,23 @@ func (l Loader) Ensure(ctx context.Context, s Settings) (*Cache, error) {
 func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error) {
 	start := time.Now()
 	m := Meta{Keyspace: s.Keyspace, Shards: s.Redis, ValueSize: s.ValueSize, Loader: LoaderVersion, Built: start.UTC()}
-	d := Data{Base: filepath.Join(dir, "base")}
+	// The loading servers run as redis, which may not enter the cache
+	// root (a NEARNATIVE_HOME of mode 0700, as mktemp makes): they load
+	// into a temp dir of the run's, and the AOF directories they leave are
+	// copied into the cache.
+	work, err := state.TempDir(l.Run, "load")
+	if err != nil {
+		return m, err
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o755); err != nil {
+		return m, err
+	}
+	d := Data{Base: filepath.Join(work, "base")}
+	final := Data{Base: filepath.Join(dir, "base")}
 	for i := 0; i < s.Redis; i++ {
-		d.Shards = append(d.Shards, filepath.Join(dir, "shard-"+strconv.Itoa(i)))
+		d.Shards = append(d.Shards, filepath.Join(work, "shard-"+strconv.Itoa(i)))
+		final.Shards = append(final.Shards, filepath.Join(dir, "shard-"+strconv.Itoa(i)))
 	}
 	for _, p := range append([]string{d.Base}, d.Shards...) {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -206,11 +220,15 @@ func (l Loader) build(ctx context.Context, dir string, s Settings) (Meta, error)
 	if err := dep.Stop(ctx); err != nil {
 		return m, fmt.Errorf("stopping the loading servers: %w", err)
 	}
-	for _, p := range append([]string{d.Base}, d.Shards...) {
+	to := append([]string{final.Base}, final.Shards...)
+	for i, p := range append([]string{d.Base}, d.Shards...) {
 		if _, err := os.Stat(filepath.Join(p, AOFDirName, "appendonly.aof.manifest")); err != nil {
 			return m, fmt.Errorf("no AOF manifest after the loading servers stopped: %w", err)
 		}
-		n, _, _ := datacache.Size(filepath.Join(p, AOFDirName))
+		if _, err := datacache.CopyTree(filepath.Join(p, AOFDirName), filepath.Join(to[i], AOFDirName), datacache.CopyOptions{UID: -1, RootMode: 0o755, DirMode: 0o755, FileMode: 0o644}); err != nil {
+			return m, fmt.Errorf("%s: putting the loaded AOF directory in the cache: %w", Name, err)
+		}
+		n, _, _ := datacache.Size(filepath.Join(to[i], AOFDirName))
 		m.Bytes += n
 	}
 	m.Total = time.Since(start)

@@ -196,7 +196,7 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	if log == nil {
 		log = io.Discard
 	}
-	cache, err := Loader{Host: host, Run: t.Run, Root: in.cacheRoot, Log: log}.Ensure(ctx, s)
+	cache, err := Loader{Host: t.Builder(), Run: t.Run, Root: in.cacheRoot, Log: log}.Ensure(ctx, s)
 	if err != nil {
 		return res, err
 	}

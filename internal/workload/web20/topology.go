@@ -162,14 +162,14 @@ func (in *Instance) topology(data []instanceData) topology.Topology {
 // first trial of a run, or of the machine, builds it; later ones find it in
 // the cache).
 func (in *Instance) template(ctx context.Context, t workload.Trial) (*olio.Template, error) {
-	if t.Host == nil {
+	if t.Builder() == nil {
 		return nil, errors.New("web20 loads its data with the native platform's MariaDB, and the engine gave this trial none")
 	}
 	cache := in.cacheDir
 	if cache == "" {
 		cache = olio.CacheDir(state.Home())
 	}
-	return olio.EnsureTemplate(ctx, olio.Builder{Platform: t.Host, CacheDir: cache,
+	return olio.EnsureTemplate(ctx, olio.Builder{Platform: t.Builder(), CacheDir: cache,
 		LogDir: t.LogDir, Log: t.Log}, in.s.dataSize())
 }
 
