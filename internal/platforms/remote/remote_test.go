@@ -20,8 +20,8 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/sshhost"
+	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/testbed"
 )
 
