@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/state"
 )
 
@@ -317,5 +320,18 @@ func TestRenderedConfigs(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"dst": "10.96.0.0/24"`) || !strings.Contains(string(b), `"bridge": "nn-k8s0"`) || !strings.Contains(string(b), `"type": "portmap"`) {
 		t.Errorf("CNI config: %s", b)
+	}
+	// The routes a running cluster's pods have are read back from the
+	// file: the service range and the client hosts' links.
+	c.Home.Root = t.TempDir()
+	if err := os.MkdirAll(c.path("cni", "net.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.path("cni", "net.d", "10-nearnative.conflist"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	routes, err := c.PodRoutes()
+	if want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/24"), host.Pool}; err != nil || !slices.Equal(routes, want) {
+		t.Errorf("PodRoutes = %v, %v; want %v", routes, err, want)
 	}
 }

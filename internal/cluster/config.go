@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nearnative/nearnative/internal/host"
 )
 
 // APIServerURL is where the API server answers: the node address on the
@@ -80,7 +83,8 @@ const CNIBinDir = "/usr/lib/cni"
 // CNIConfig is the pod network: a bridge (the cluster's own, which also
 // holds the node address) with host-local IPAM and portmap. No masquerade
 // and no default route: pods reach the node, each other, and Services
-// through the node, where kube-proxy's rules are.
+// through the node, where kube-proxy's rules are, and answer a client host
+// (host.Pool, the network namespaces' links) through the node too.
 func (c Config) CNIConfig() ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "0.4.0",
@@ -92,8 +96,9 @@ func (c Config) CNIConfig() ([]byte, error) {
 					"type":   "host-local",
 					"ranges": [][]map[string]string{{{"subnet": c.PodCIDR, "gateway": c.NodeIP().String()}}},
 					// Services are reached through the node (kube-proxy's
-					// rules); nothing else leaves the pod subnet.
-					"routes":  []map[string]string{{"dst": c.ServiceCIDR}},
+					// rules), and so are the client hosts' links; nothing
+					// else leaves the pod subnet.
+					"routes":  []map[string]string{{"dst": c.ServiceCIDR}, {"dst": host.Pool.String()}},
 					"dataDir": c.path("cni", "ipam"),
 				},
 			},
@@ -288,4 +293,35 @@ func (c Config) writeConfigs() error {
 		}
 	}
 	return nil
+}
+
+// PodRoutes are the routes the running cluster's CNI configuration gives
+// pods (read from its file: a cluster made by an older nearnative may
+// lack one CNIConfig now adds).
+func (c Config) PodRoutes() ([]netip.Prefix, error) {
+	b, err := os.ReadFile(c.path("cni", "net.d", "10-nearnative.conflist"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the CNI configuration: %w", err)
+	}
+	var conf struct {
+		Plugins []struct {
+			IPAM struct {
+				Routes []struct {
+					Dst string `json:"dst"`
+				} `json:"routes"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &conf); err != nil {
+		return nil, fmt.Errorf("cluster: the CNI configuration: %w", err)
+	}
+	var out []netip.Prefix
+	for _, p := range conf.Plugins {
+		for _, r := range p.IPAM.Routes {
+			if pr, err := netip.ParsePrefix(r.Dst); err == nil {
+				out = append(out, pr)
+			}
+		}
+	}
+	return out, nil
 }

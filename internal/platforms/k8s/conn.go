@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nearnative/nearnative/internal/cluster"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 )
 
@@ -284,6 +286,30 @@ func (c *Conn) proxyMode(ctx context.Context) string {
 		}
 	}
 	return "unknown"
+}
+
+// podsAnswer says whether the local cluster's pods route their answers to
+// a client host on the link client (through the node: the pod network
+// has no default route). A cluster made by an older nearnative lacks the
+// route, and its pods' answers were lost: the trial hung until its
+// readiness wait gave up. Other clusters route as their CNI does.
+func (c *Conn) podsAnswer(client netip.Prefix) error {
+	if c.local == nil || !client.IsValid() || !client.Addr().Is4() {
+		return nil
+	}
+	routes, err := c.local.PodRoutes()
+	if err != nil {
+		return nil // the cluster's own checks report a broken installation
+	}
+	for _, r := range routes {
+		if r.Contains(client.Addr()) && r.Bits() <= client.Bits() {
+			return nil
+		}
+	}
+	if !host.Pool.Contains(client.Addr()) {
+		return platform.Unavailablef("the local cluster's pods route answers only to client links in %s, and the client host's link is %s: drop client_subnet, or run with --client host", host.Pool, client)
+	}
+	return platform.Unavailablef("the local cluster's pods have no route back to the client host's link %s (a cluster made before nearnative routed %s): `nearnative cluster down && nearnative cluster up`, or run with --client host", client, host.Pool)
 }
 
 // cpuManager reads the node's kubelet configuration (/configz through the

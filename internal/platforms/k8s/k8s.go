@@ -165,6 +165,9 @@ func (p *platformImpl) Check(ctx context.Context) error {
 		if err := p.env.ClientHost().CanRoute(); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
+		if err := p.conn.podsAnswer(p.env.ClientHost().Subnet()); err != nil {
+			return err
+		}
 	}
 	if p.kind == HostNet && !f.NodeLocal {
 		return platform.Unavailablef("%s reaches a hostNetwork pod on an address of this machine (%s), which needs the node to be this machine; node %s (%s) is not", p.name, p.env.ClientHost().ServerAddr(), f.Node, f.NodeIP)

@@ -84,7 +84,7 @@ func (p *platformImpl) checkPlaced(ctx context.Context, f Facts) error {
 func (p *platformImpl) checkNode(ctx context.Context, f Facts, name string, need corev1.ResourceList) error {
 	roles := p.rolesOn(name)
 	refuse := func(format string, args ...any) error {
-		return platform.Unavailablef("%s: place: %s on node %s: %s", p.name, roles, name, fmt.Sprintf(format, args...))
+		return platform.Unavailablef("place: %s on node %s: %s", roles, name, fmt.Sprintf(format, args...))
 	}
 	n, err := p.conn.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {

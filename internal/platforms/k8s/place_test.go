@@ -3,6 +3,10 @@ package k8s
 import (
 	"context"
 	"errors"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nearnative/nearnative/internal/cluster"
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/topology"
@@ -138,7 +143,7 @@ func TestCheckPlace(t *testing.T) {
 	}{
 		{"placed on existing nodes", Pod, placeOpt(map[string]string{"db": "node-b", "web": "node-c"}), nil, false, ""},
 		{"no such node", Pod, placeOpt(map[string]string{"db": "node-x"}), nil, false,
-			"k8s-pod: place: db on node node-x: the cluster has no such node (nodes: node-a, node-b, node-c)"},
+			"place: db on node node-x: the cluster has no such node (nodes: node-a, node-b, node-c)"},
 		{"local cluster, another node", Pod, placeOpt(map[string]string{"db": "node-x"}), nil, true,
 			"the local cluster (`nearnative cluster up`) has one node, node-a"},
 		{"not ready", Pod, placeOpt(map[string]string{"db": "node-d"}), func(t *testing.T, f *fakeCluster) {
@@ -196,5 +201,63 @@ func TestNewRejectsPlacedDriver(t *testing.T) {
 	_, err := New(Pod, "spread", platform.Env{Run: testRun, Image: "img"}, f.conn, platform.Options{Place: "driver=node-b"})
 	if err == nil || !strings.Contains(err.Error(), "not in a pod") {
 		t.Fatalf("New with the driver placed = %v", err)
+	}
+}
+
+// linkHost is a client host on the link subnet, which routes anything.
+type linkHost struct {
+	host.Host
+	subnet netip.Prefix
+}
+
+func (l linkHost) Subnet() netip.Prefix { return l.subnet }
+func (l linkHost) CanRoute() error      { return nil }
+
+// TestLocalPodsAnswerTheClient: the local cluster's pods have no default
+// route; a cluster whose CNI configuration does not route the client
+// host's link back through the node is refused before the first trial,
+// naming the fix, where its pods' answers were lost and the trial hung.
+func TestLocalPodsAnswerTheClient(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		routes string // the ipam routes of the cluster's CNI file
+		client string
+		want   string // "" = accepted
+	}{
+		{"routed", `[{"dst": "10.96.0.0/24"}, {"dst": "10.214.0.0/16"}]`, "10.214.9.0/30", ""},
+		{"a cluster made before the route", `[{"dst": "10.96.0.0/24"}]`, "10.214.9.0/30", "`nearnative cluster down && nearnative cluster up`"},
+		{"a client link outside the pool", `[{"dst": "10.96.0.0/24"}, {"dst": "10.214.0.0/16"}]`, "192.168.77.0/30", "drop client_subnet, or run with --client host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(t)
+			local := &cluster.Config{}
+			local.Home.Root = t.TempDir()
+			dir := filepath.Join(local.RunDir(), "cni", "net.d")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			conf := `{"plugins": [{"type": "bridge", "ipam": {"routes": ` + tc.routes + `}}]}`
+			if err := os.WriteFile(filepath.Join(dir, "10-nearnative.conflist"), []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f.conn.local = local
+			f.conn.save = func(context.Context, string) (io.ReadCloser, error) { return nil, errors.New("not used") }
+			env := platform.Env{Run: testRun, Image: "nearnative/workload:test", LogDir: t.TempDir(),
+				Client: linkHost{Host: host.LoopbackHost(), subnet: netip.MustParsePrefix(tc.client)}}
+			p, err := New(Pod, Pod, env, f.conn, platform.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.(platform.Checker).Check(context.Background())
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Check: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, platform.ErrUnavailable) {
+				t.Fatalf("Check = %v, want an unavailable error containing %q", err, tc.want)
+			}
+		})
 	}
 }
