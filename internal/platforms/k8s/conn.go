@@ -294,8 +294,8 @@ func (c *Conn) proxyMode(ctx context.Context) string {
 // route, and its pods' answers were lost: the trial hung until its
 // readiness wait gave up. Other clusters route as their CNI does.
 func (c *Conn) podsAnswer(client netip.Prefix) error {
-	if c.local == nil || !client.IsValid() || !client.Addr().Is4() {
-		return nil
+	if c.local == nil || !client.IsValid() || !client.Addr().Is4() || client.Addr().IsLoopback() {
+		return nil // on this machine (the node) itself: answered directly
 	}
 	routes, err := c.local.PodRoutes()
 	if err != nil {

@@ -226,6 +226,7 @@ func TestLocalPodsAnswerTheClient(t *testing.T) {
 	}{
 		{"routed", `[{"dst": "10.96.0.0/24"}, {"dst": "10.214.0.0/16"}]`, "10.214.9.0/30", ""},
 		{"a cluster made before the route", `[{"dst": "10.96.0.0/24"}]`, "10.214.9.0/30", "`nearnative cluster down && nearnative cluster up`"},
+		{"a client on this machine's loopback", `[{"dst": "10.96.0.0/24"}]`, "127.0.0.0/8", ""},
 		{"a client link outside the pool", `[{"dst": "10.96.0.0/24"}, {"dst": "10.214.0.0/16"}]`, "192.168.77.0/30", "drop client_subnet, or run with --client host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
