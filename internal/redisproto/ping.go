@@ -49,10 +49,19 @@ func PingDial(ctx context.Context, dial func(ctx context.Context, network, addr 
 // WaitReady pings addr until it answers or timeout passes. A loading Redis
 // answers -LOADING, a proxy may accept and close: both are retried.
 func WaitReady(ctx context.Context, addr string, timeout time.Duration) error {
+	var d net.Dialer
+	return WaitReadyDial(ctx, d.DialContext, addr, timeout)
+}
+
+// WaitReadyDial is WaitReady over connections dial opens: from the client
+// host, so that a server this machine reaches but the load's side does not
+// (a path without a route back) fails here, within timeout, rather than
+// leaving the load generator waiting for connections that never open.
+func WaitReadyDial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, timeout time.Duration) error {
 	err := platform.WaitReady(ctx, timeout, 25*time.Millisecond, func(ctx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		return Ping(pctx, addr)
+		return PingDial(pctx, dial, addr)
 	})
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", addr, err)

@@ -144,8 +144,8 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	}
 	defer stop(&err)
 	addr := srv.Addr("redis")
-	if err := redisproto.WaitReady(ctx, addr, 30*time.Second); err != nil {
-		return res, err
+	if err := redisproto.WaitReadyDial(ctx, t.ClientHost().DialContext, addr, 30*time.Second); err != nil {
+		return res, fmt.Errorf("from the client host (%s): %w", t.ClientHost().Describe(), err)
 	}
 	keys := in.keyspace
 	if in.op == "get" {
