@@ -326,16 +326,23 @@ func TestCheck(t *testing.T) {
 			f := newFakeCluster(t)
 			tc.edit(f)
 			err := f.platform(t, tc.kind, platform.Options{}).(platform.Checker).Check(context.Background())
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("Check: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, platform.ErrUnavailable) {
-				t.Fatalf("Check = %v, want an unavailable error containing %q", err, tc.want)
-			}
+			checkOutcome(t, err, tc.want)
 		})
+	}
+}
+
+// checkOutcome fails the test unless Check's err is nil when want is "",
+// else an unavailable error containing want.
+func checkOutcome(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, platform.ErrUnavailable) {
+		t.Fatalf("Check = %v, want an unavailable error containing %q", err, want)
 	}
 }
 
