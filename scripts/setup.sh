@@ -60,6 +60,10 @@ PACKAGES=(
 SERVICES=(redis-server postgresql nginx haproxy nutcracker openvswitch-switch apache2 php8.2-fpm mariadb rabbitmq-server tomcat10
   lxc-net lxc)  # lxc-net: a bridge lxcbr0 and its dnsmasq; lxc: autostarted containers
 
+# Setup installed openssh-server on a machine without an sshd: the system
+# sshd it brought is stopped on every run of setup (remove this file to keep
+# one you start yourself).
+SSHD_MARK=/var/lib/nearnative/setup-installed-openssh-server
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -72,17 +76,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   # stops it again. A machine that had an sshd before keeps it, also when
   # its openssh-server counts as missing above (held: "hold ok installed"),
   # so the test is the binary, looked at before installing.
-  new_sshd=false
+  # The decision is written down before installing, so that a rerun after
+  # an interrupted install (sshd installed and started, not yet stopped)
+  # still stops it.
   if printf '%s\n' "${missing[@]}" | grep -qx openssh-server && [ ! -e /usr/sbin/sshd ]; then
-    new_sshd=true
+    mkdir -p /var/lib/nearnative && touch "$SSHD_MARK"
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  if $new_sshd; then
-    SERVICES+=(ssh)
-  fi
 else
   say "all ${#PACKAGES[@]} packages installed"
+fi
+if [ -e "$SSHD_MARK" ]; then
+  SERVICES+=(ssh)
 fi
 
 # Native and container must run the same binaries at the same versions. The
