@@ -313,15 +313,16 @@ func (m *CPUMeter) Stop(ctx context.Context) (CPUAccount, error) {
 	a := CPUAccount{Machine: m.machine0.Delta(machine1), Clients: m.added, Sources: m.sources, Machines: m.machines.machineNames()}
 	a.Servers = sumDelta(m.srv0, srv1)
 	for i := range m.srv0 {
-		d := max(0, srv1[i]-m.srv0[i])
-		a.PerServer = append(a.PerServer, d)
-		if m.machines.onSet[i] {
-			a.OnMachines += d
-		}
+		a.PerServer = append(a.PerServer, max(0, srv1[i]-m.srv0[i]))
 	}
 	a.Overhead = sumDelta(m.ovh0, ovh1)
 	a.Clients += sumDelta(m.cli0, cli1)
 	if m.machines.remoteOnly() {
+		for i, d := range a.PerServer {
+			if m.machines.onSet[i] {
+				a.OnMachines += d
+			}
+		}
 		var deltas []sysinfo.CPUDelta
 		if m.machines.local {
 			deltas = append(deltas, a.Machine)

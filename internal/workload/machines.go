@@ -32,7 +32,9 @@ type machineSet struct {
 	// appearance; names their names.
 	remote []platform.MachineReporter
 	names  []string
-	// onSet[i] says whether server i runs on one of the machines.
+	// onSet[i] says whether server i runs on one of the machines (read
+	// only when remoteOnly: this machine's account subtracts all the run's
+	// CPU).
 	onSet []bool
 	// localID is this machine's boot ID.
 	localID string
@@ -99,12 +101,6 @@ func planMachines(ctx context.Context, servers []platform.Server) (*machineSet, 
 		}
 		id := samples[i].BootID
 		ms.onSet[i] = ids[id] || (ms.local && id == ms.localID)
-	}
-	if !ms.remoteOnly() {
-		// Every machine is this one: the account is read here as ever.
-		for i := range ms.onSet {
-			ms.onSet[i] = true
-		}
 	}
 	return ms, first, nil
 }
