@@ -199,11 +199,7 @@ func (c *Conn) inspect(ctx context.Context) (Facts, error) {
 		f.Nodes = append(f.Nodes, n.Name)
 		if f.Node == "" && nodeReady(n) && !n.Spec.Unschedulable {
 			f.Node, f.Kubelet, f.Runtime = n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion
-			for _, a := range n.Status.Addresses {
-				if a.Type == corev1.NodeInternalIP && f.NodeIP == "" {
-					f.NodeIP = a.Address
-				}
-			}
+			f.NodeIP = internalIP(n)
 		}
 	}
 	if f.Node == "" {
@@ -214,6 +210,16 @@ func (c *Conn) inspect(ctx context.Context) (Facts, error) {
 	f.ProxyMode = c.proxyMode(ctx)
 	f.CPUManager = c.cpuManager(ctx, f.Node)
 	return f, nil
+}
+
+// internalIP is the node's first InternalIP address, "" without one.
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }
 
 func nodeReady(n corev1.Node) bool {

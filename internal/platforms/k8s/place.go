@@ -120,7 +120,7 @@ func (p *platformImpl) checkNode(ctx context.Context, f Facts, name string, need
 			return refuse("%s needs the static CPU manager, but the node runs policy %q (cpuManagerPolicy: static in its kubelet configuration)", p.kind, pol)
 		}
 	}
-	if p.kind == HostNet && !nodeLocal(*n) {
+	if p.kind == HostNet && !isLocalAddr(internalIP(*n)) {
 		return refuse("%s reaches a hostNetwork pod on an address of this machine, and the node is not this machine", p.kind)
 	}
 	return nil
@@ -136,17 +136,6 @@ func (p *platformImpl) rolesOn(node string) string {
 	}
 	sort.Strings(rs)
 	return strings.Join(rs, ", ")
-}
-
-// nodeLocal says whether one of the node's internal addresses is this
-// machine's.
-func nodeLocal(n corev1.Node) bool {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP && isLocalAddr(a.Address) {
-			return true
-		}
-	}
-	return false
 }
 
 // nodeAffinity pins a pod to the node named node by its object name (the
