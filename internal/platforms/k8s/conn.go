@@ -305,7 +305,7 @@ func (c *Conn) podsAnswer(client netip.Prefix) error {
 	}
 	routes, err := c.local.PodRoutes()
 	if err != nil {
-		return nil // the cluster's own checks report a broken installation
+		return platform.Unavailablef("the local cluster's pod network: %v: `nearnative cluster status`", err)
 	}
 	for _, r := range routes {
 		if r.Contains(client.Addr()) && r.Bits() <= client.Bits() {
