@@ -290,6 +290,10 @@ type CPUDescriber interface {
 // (CPU per operation, steal, the outside-CPU check) are then those of the
 // machines the system under test runs on, not of this one.
 type MachineReporter interface {
+	// Machine names the reading MachineCPU makes without making it: the
+	// same for servers whose readings are the same (the servers of one
+	// host, in one role), so that one is read for all of them.
+	Machine() string
 	// MachineCPU reads the server's machine's CPU counters.
 	MachineCPU(ctx context.Context) (MachineSample, error)
 }

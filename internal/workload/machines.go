@@ -44,13 +44,15 @@ type machineSet struct {
 // alone, so that the figures are the hosts' rather than /proc/stat here.
 func (ms *machineSet) remoteOnly() bool { return len(ms.remote) > 0 }
 
-// planMachines reads every server's machine once and decides the set; it
-// returns the first sample of each remote machine, in ms.remote's order.
+// planMachines reads each server's machine (once for servers that name
+// the same one) and decides the set; it returns the first sample of each
+// remote machine, in ms.remote's order.
 func planMachines(ctx context.Context, servers []platform.Server) (*machineSet, []sysinfo.CPUSample, error) {
 	ms := &machineSet{onSet: make([]bool, len(servers))}
 	samples := make([]platform.MachineSample, len(servers))
 	reporters := make([]platform.MachineReporter, len(servers))
 	errs := make([]error, len(servers))
+	readBy := map[string]int{} // Machine() -> the server read for it
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		r, ok := s.(platform.MachineReporter)
@@ -58,6 +60,10 @@ func planMachines(ctx context.Context, servers []platform.Server) (*machineSet, 
 			continue
 		}
 		reporters[i] = r
+		if _, read := readBy[r.Machine()]; read {
+			continue
+		}
+		readBy[r.Machine()] = i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -65,6 +71,12 @@ func planMachines(ctx context.Context, servers []platform.Server) (*machineSet, 
 		}()
 	}
 	wg.Wait()
+	for i, r := range reporters {
+		if r != nil {
+			k := readBy[r.Machine()]
+			samples[i], errs[i] = samples[k], errs[k]
+		}
+	}
 	var first []sysinfo.CPUSample
 	ids := map[string]bool{}
 	for i := range servers {

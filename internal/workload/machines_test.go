@@ -19,9 +19,13 @@ type hostServer struct {
 	sut        bool
 	busy       uint64 // ticks per reading
 	ticks      *uint64
+	reads      *int // MachineCPU calls on the host
 }
 
+func (h *hostServer) Machine() string { return h.name }
+
 func (h *hostServer) MachineCPU(context.Context) (platform.MachineSample, error) {
+	*h.reads++
 	*h.ticks += h.busy
 	s := sysinfo.CPUSample{At: time.Unix(0, int64(*h.ticks)*int64(time.Millisecond)),
 		All: sysinfo.CPUTimes{User: *h.ticks, Idle: 1000 + *h.ticks}}
@@ -53,6 +57,9 @@ func TestMachinesOfTheAccount(t *testing.T) {
 		{"two hosts of one machine are read once",
 			[]hostServer{{name: "sut1", boot: "b1", sut: true, busy: 100}, {name: "sut2", boot: "b1", sut: true, busy: 0}},
 			true, []string{"sut1"}, 100, 2 * 300 * time.Millisecond},
+		{"two servers on one host: the host is read once at each end",
+			[]hostServer{{name: "sut1", boot: "b1", sut: true, busy: 100}, {name: "sut1", boot: "b1", sut: true, busy: 100}},
+			false, []string{"sut1"}, 100, 2 * 300 * time.Millisecond},
 		{"hosts of this machine (the test bed) are read here",
 			[]hostServer{{name: "tb1", boot: "local", sut: true, busy: 100}, {name: "tb2", boot: "local", sut: false, busy: 100}},
 			false, nil, 0, 0},
@@ -60,13 +67,17 @@ func TestMachinesOfTheAccount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var servers []platform.Server
 			var shared uint64
+			ticks, reads := map[string]*uint64{}, map[string]*int{}
 			for i := range tc.servers {
 				h := tc.servers[i]
 				h.counter = counter{step: 300 * time.Millisecond}
 				if h.boot == "local" {
 					h.boot = local
 				}
-				h.ticks = new(uint64)
+				if ticks[h.name] == nil {
+					ticks[h.name], reads[h.name] = new(uint64), new(int)
+				}
+				h.ticks, h.reads = ticks[h.name], reads[h.name]
 				if tc.shared {
 					h.ticks = &shared
 				}
@@ -79,6 +90,11 @@ func TestMachinesOfTheAccount(t *testing.T) {
 			a, err := m.Stop(ctx)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for name, n := range reads {
+				if *n > 2 {
+					t.Errorf("host %s read %d times, want at most twice (the load's start and end)", name, *n)
+				}
 			}
 			if !reflect.DeepEqual(a.Machines, tc.machines) {
 				t.Errorf("machines %v, want %v", a.Machines, tc.machines)

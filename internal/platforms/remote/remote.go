@@ -275,6 +275,10 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
+// Machine implements platform.MachineReporter: the host, and whether it
+// serves as the sut or beside the driver.
+func (s *server) Machine() string { return s.p.kind + " " + s.p.host.Name() }
+
 // MachineCPU implements platform.MachineReporter: the host's /proc/stat,
 // read by its agent.
 func (s *server) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
