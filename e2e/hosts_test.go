@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/testbed"
 )
@@ -81,6 +85,104 @@ workloads:
 		if !strings.Contains(clean, "host "+h+": nothing to clean up") {
 			t.Errorf("cleanup --hosts on %s after a finished run:\n%s", h, clean)
 		}
+	}
+	if left := leftovers(t, run); len(left) > 0 {
+		t.Errorf("the run left behind: %v", left)
+	}
+}
+
+// TestDockerOnTestBedHost runs redis on docker-nat and docker-host on the
+// test bed's sut host, whose own dockerd (in its namespace) is driven
+// through the SSH connection: the image is copied there from this
+// machine's engine, each container is published on (or listens at) the
+// sut host's address, and the load comes from the driver host. A run
+// killed mid-trial leaves its container on that engine, and `cleanup
+// --hosts` removes it there.
+func TestDockerOnTestBedHost(t *testing.T) {
+	e := newEnv(t)
+	if err := testbed.Check(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := exec.LookPath(testbed.Dockerd); err != nil {
+		t.Skip("dockerd not installed")
+	}
+	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("d%02d", rand.IntN(100)), Hosts: 2, Docker: true}
+	hosts, err := testbed.Up(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testbed.Down(context.Background(), cfg) })
+	sut := cfg.Tag + "1"
+	f, err := hostfile.Load(hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sutAddr := f.Hosts[0].Address
+	// The containers of run on the sut host's engine.
+	onSUT := func(run runid.ID) []string {
+		out, err := exec.Command("docker", "-H", "unix://"+cfg.DockerSocket(), "ps", "-a", "--format", "{{.Names}}",
+			"--filter", "label="+runid.Label+"="+string(run)).Output()
+		if err != nil {
+			t.Fatalf("listing the sut host's containers: %v", err)
+		}
+		return strings.Fields(string(out))
+	}
+	study := e.studyFile(`name: e2e-hosts-docker
+rounds: 2
+min_pairs: 2
+warmup: 0
+trial: 1s
+platforms: [native, docker-nat, docker-host]
+workloads:
+  - workload: redis
+    params: {clients: 10}
+`)
+	// Killed mid-trial: the container stays on the sut host's engine
+	// until cleanup --hosts.
+	c, killed, _ := e.start("run", study, "--hosts", hosts)
+	waitFor(t, "a container of the run on the sut host", 180*time.Second, func() bool { return len(onSUT(killed)) > 0 })
+	c.Process.Signal(syscall.SIGKILL)
+	c.Wait()
+	if left := onSUT(killed); len(left) == 0 {
+		t.Fatal("no container left on the sut host after SIGKILL: the test did not kill mid-trial")
+	}
+	clean, cerr, code := e.run("cleanup", "--hosts", hosts, string(killed))
+	if code != 0 || !strings.Contains(clean, "host "+sut+": removed") || !strings.Contains(clean, "container "+runid.Prefix+string(killed)) {
+		t.Fatalf("cleanup --hosts after the kill: exit %d, stdout:\n%s\nstderr:\n%s", code, clean, cerr)
+	}
+	if left := onSUT(killed); len(left) > 0 {
+		t.Fatalf("cleanup --hosts left %v on the sut host", left)
+	}
+	e.run("cleanup", string(killed)) // this machine's client-side leftovers
+
+	out, errOut, code := e.run("run", study, "--hosts", hosts)
+	if code != 0 {
+		t.Fatalf("run on the test bed: exit %d\nstderr:\n%s\nstdout:\n%s", code, errOut, out)
+	}
+	m := runLine.FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no run ID in:\n%s", errOut)
+	}
+	run := runid.ID(m[1])
+	for _, want := range []string{
+		"status done",
+		"docker-nat: container ",
+		"on sut host " + sut + ", on docker0 ",
+		"published " + sutAddr + ":",
+		"docker-host: container ",
+		"on sut host " + sut + ", on the host network, listening " + sutAddr + ":",
+		"server CPU: the container's cgroup on sut host " + sut,
+		"hosts: test bed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "host "+sut+": making sure its Docker engine") {
+		t.Errorf("no line about the image on the sut host's engine:\n%s", errOut)
+	}
+	if left := onSUT(run); len(left) > 0 {
+		t.Errorf("the run left %v on the sut host's engine", left)
 	}
 	if left := leftovers(t, run); len(left) > 0 {
 		t.Errorf("the run left behind: %v", left)

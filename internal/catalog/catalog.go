@@ -125,18 +125,38 @@ type Opener struct {
 	// Hosts, when set, are the machines of a hosts file, connected: the
 	// servers run on its sut hosts, the load on its driver hosts.
 	Hosts *sshhost.Set
+
+	// Log gets progress lines of slow preparations (nil: none).
+	Log io.Writer
+	// engines are the sut hosts' Docker engines, connected on first use.
+	engines *remote.Engines
 }
 
 // openRemote builds platform sp on the sut hosts of o.Hosts, its load
 // coming from the driver hosts; kinds not built for remote hosts yet are
 // refused as unavailable.
-func (o *Opener) openRemote(sp study.Platform, env platform.Env) (platform.Platform, host.Host, error) {
+func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (platform.Platform, host.Host, error) {
 	sut := o.Hosts.SUT("")
 	client := o.Hosts.Client(sut)
 	if err := remote.Refusal(sp.Base, sut.Host.Name); err != nil {
 		return nil, client, err
 	}
 	env.Client = client
+	if remote.IsDocker(sp.Base) {
+		if o.NoImage != nil {
+			return nil, client, platform.Unavailablef("%v", o.NoImage)
+		}
+		if o.engines == nil {
+			o.engines = &remote.Engines{Local: eng.Get, Log: o.Log}
+		}
+		var suts []remote.DockerHost
+		for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+			suts = append(suts, o.Hosts.Conn(h.Name))
+		}
+		p, err := remote.NewDocker(sp.Base, sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options, o.engines,
+			func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
+		return p, client, err
+	}
 	var suts []remote.Agent
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
 		suts = append(suts, o.Hosts.Conn(h.Name))
@@ -219,6 +239,12 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 	closers = append(closers, func() error { return hosts.Close(context.Background()) })
 	eng := &Docker{}
 	closers = append(closers, eng.Close)
+	closers = append(closers, func() error {
+		if o.engines == nil {
+			return nil
+		}
+		return o.engines.Close()
+	})
 	var unavailable []string
 	skipped := map[string]string{}
 	clients := map[string]host.Host{}
@@ -227,7 +253,7 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		var err error
 		penv := env
 		if o.Hosts != nil {
-			p, penv.Client, err = o.openRemote(sp, penv)
+			p, penv.Client, err = o.openRemote(sp, penv, eng)
 		} else {
 			penv.Client, err = hosts.For(ctx, ClientNeed(sp.Base))
 		}

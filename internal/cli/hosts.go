@@ -169,6 +169,10 @@ func (a *app) cleanupHosts(ctx context.Context, path string, args []string, forc
 	}
 	for _, c := range conns {
 		cmd := c.Self() + " cleanup"
+		if c.DockerSocket() != hostfile.DefaultDockerSocket {
+			// The containers of Docker platforms there are on this engine.
+			cmd = "DOCKER_HOST='unix://" + strings.ReplaceAll(c.DockerSocket(), "'", `'\''`) + "' " + cmd
+		}
 		if len(args) == 1 {
 			cmd += " " + args[0]
 		}

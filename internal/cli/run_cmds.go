@@ -19,6 +19,7 @@ import (
 	"github.com/nearnative/nearnative/internal/image"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/native"
+	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/progress"
 	"github.com/nearnative/nearnative/internal/report"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -192,7 +193,7 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	if f.image, err = resumedImage(cfg.Planned.Run, f); err != nil {
 		return err
 	}
-	opener := &catalog.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting()}
+	opener := &catalog.Opener{Dir: a.dir, SkipUnavailable: f.skipUnavailable, Client: cfg.Planned.Study.ClientSetting(), Log: a.stderr}
 	hostNotes, closeHosts, err := a.openHosts(ctx, f, cfg.Planned.Study, opener)
 	if err != nil {
 		return err
@@ -283,11 +284,9 @@ func resumedImage(r store.Run, f runFlags) (string, error) {
 func (a *app) runEnvironment(ctx context.Context, st *study.Study, f runFlags, opener *catalog.Opener) (string, []byte, []store.RunNote, error) {
 	needsImage := false
 	for _, p := range st.Platforms {
-		// VMs are built from the container image too.
-		needsImage = needsImage || p.Base != platform.Native
-	}
-	if opener.Hosts != nil {
-		needsImage = false // only native runs on remote hosts yet
+		// VMs are built from the container image too; on remote hosts,
+		// only Docker's kinds run (the image copied there from here).
+		needsImage = needsImage || (p.Base != platform.Native && (opener.Hosts == nil || remote.IsDocker(p.Base)))
 	}
 	imageRef := ""
 	var envDocker map[string]string

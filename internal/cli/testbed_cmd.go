@@ -14,6 +14,7 @@ import (
 func (a *app) testbedCmd() *cobra.Command {
 	var dir string
 	var hosts int
+	var withDocker bool
 	defDir := filepath.Join(a.dir.Root, "testbed")
 	c := &cobra.Command{
 		Use:   "testbed",
@@ -23,10 +24,13 @@ each with an sshd of its own (its own host key and config, started by nearnative
 not as a system service), a key pair, a known_hosts and a hosts file for
 --hosts. The first host is the sut, the others drivers. The hosts share this
 machine's cores and memory: their figures test correctness, not performance,
-and every table of a run on them says so. testbed down stops the sshds and
-removes the namespaces, links and bridge.`,
+and every table of a run on them says so. The sut host runs a dockerd of its
+own in its namespace (--docker, the default), so that docker-nat and
+docker-host run there; its images stay in DIR/docker. testbed down stops the
+dockerd and the sshds and removes the namespaces, links and bridge.`,
 		Example: `  nearnative testbed up --dir testbed
   nearnative run redis --quick --hosts testbed/hosts.yaml
+  nearnative run redis --quick --hosts testbed/hosts.yaml --platforms native,docker-nat,docker-host
   nearnative testbed down --dir testbed`,
 	}
 	c.PersistentFlags().StringVar(&dir, "dir", defDir, "`DIR` for the keys, known_hosts and hosts.yaml")
@@ -36,7 +40,7 @@ removes the namespaces, links and bridge.`,
 		Example: "  nearnative testbed up --dir testbed --hosts 3",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg := testbed.Config{Dir: dir, Tag: "tb", Hosts: hosts}
+			cfg := testbed.Config{Dir: dir, Tag: "tb", Hosts: hosts, Docker: withDocker}
 			if err := cfg.Validate(); err != nil {
 				return withCode(ExitBadInput, err)
 			}
@@ -53,9 +57,10 @@ removes the namespaces, links and bridge.`,
 		},
 	}
 	up.Flags().IntVar(&hosts, "hosts", 3, "number of hosts, 2 or 3 (one sut, the others drivers)")
+	up.Flags().BoolVar(&withDocker, "docker", true, "start a dockerd of the sut host's own in its namespace, for docker-nat and docker-host there (its images kept in DIR/docker)")
 	down := &cobra.Command{
 		Use:     "down",
-		Short:   "Stop the test bed's sshds and remove its namespaces, links and bridge",
+		Short:   "Stop the test bed's dockerd and sshds and remove its namespaces, links and bridge",
 		Example: "  nearnative testbed down --dir testbed",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

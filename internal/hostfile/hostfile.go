@@ -53,6 +53,10 @@ const (
 // Driver is the role name of the load driver in place:.
 const Driver = "driver"
 
+// DefaultDockerSocket is where dockerd's API socket is on a host whose
+// entry names none.
+const DefaultDockerSocket = "/var/run/docker.sock"
+
 // DefaultPort is SSH's port.
 const DefaultPort = 22
 
@@ -63,7 +67,7 @@ const DefaultClockOffsetMax = 50 * time.Millisecond
 // Keys accepted in each part of a hosts file, in documentation order.
 var (
 	fileKeys = []string{"hosts", "known_hosts", "place", "clock_offset_max", "testbed"}
-	hostKeys = []string{"name", "address", "user", "port", "key", "agent", "roles"}
+	hostKeys = []string{"name", "address", "user", "port", "key", "agent", "roles", "docker_socket"}
 )
 
 // Host is one machine of a hosts file.
@@ -75,7 +79,10 @@ type Host struct {
 	Key     string // private key file, resolved against the file's directory
 	Agent   bool   // authenticate through the SSH agent at SSH_AUTH_SOCK
 	Roles   []string
-	Line    int // where the entry starts
+	// DockerSocket is the path of dockerd's API socket on the host, which
+	// Docker platforms on a sut host reach through the SSH connection.
+	DockerSocket string
+	Line         int // where the entry starts
 }
 
 // Has reports whether h has role.
@@ -209,7 +216,7 @@ func Parse(data []byte, file string) (*File, error) {
 }
 
 func (d decoder) host(n *yaml.Node, where, dir string) (Host, error) {
-	h := Host{Port: DefaultPort, Line: n.Line}
+	h := Host{Port: DefaultPort, DockerSocket: DefaultDockerSocket, Line: n.Line}
 	if n.Kind != yaml.MappingNode {
 		return h, d.errf(n.Line, "%s: want a mapping with keys %s, got %s", where, strings.Join(hostKeys, ", "), yamlnode.KindName(n))
 	}
@@ -236,6 +243,8 @@ func (d decoder) host(n *yaml.Node, where, dir string) (Host, error) {
 			h.Key = resolve(dir, s)
 		case "agent":
 			err = d.boolean(where+".agent", v, &h.Agent)
+		case "docker_socket":
+			h.DockerSocket, err = d.str(where+".docker_socket", v)
 		case "roles":
 			if v.Kind != yaml.SequenceNode {
 				return d.errf(v.Line, "%s.roles: want a list such as [sut] or [sut, driver], got %s", where, yamlnode.KindName(v))
@@ -325,6 +334,9 @@ func (f *File) Validate() error {
 		}
 		if h.Key == "" && !h.Agent {
 			return at("no way to log in: give key: FILE (a private key) or agent: true (the SSH agent at SSH_AUTH_SOCK)")
+		}
+		if !strings.HasPrefix(h.DockerSocket, "/") {
+			return at("docker_socket %q: want the absolute path of dockerd's socket on the host, e.g. %s", h.DockerSocket, DefaultDockerSocket)
 		}
 		if len(h.Roles) == 0 {
 			return at("no roles: give roles: [sut], [driver] or [sut, driver]")

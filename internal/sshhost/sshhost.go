@@ -526,6 +526,39 @@ func (c *Conn) DialContext(ctx context.Context, network, addr string) (net.Conn,
 	return conn, nil
 }
 
+// DialUnix opens a connection to the unix socket at path on the host (a
+// direct-streamlocal channel of the SSH connection, which the host's sshd
+// allows unless AllowStreamLocalForwarding says no): its dockerd's API,
+// with no port opened on any network.
+func (c *Conn) DialUnix(ctx context.Context, path string) (net.Conn, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		conn, err := c.client.Dial("unix", path)
+		ch <- result{conn, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, c.errorf("opening its socket %s through SSH: %w (its sshd must allow AllowStreamLocalForwarding)", path, r.err)
+		}
+		return r.conn, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// DockerSocket is the path of dockerd's socket on the host.
+func (c *Conn) DockerSocket() string { return c.Host.DockerSocket }
+
 // Close stops the agent (its stdin ends, it stops what it started) and
 // closes the connection. Closing twice is not an error.
 func (c *Conn) Close() error {

@@ -10,6 +10,10 @@
 // figures from them test correctness, not performance, and every table of
 // a run on them says so.
 //
+// With Docker, the sut host runs a dockerd of its own in its namespace
+// (socket /run/nntb-<tag>/docker.sock, images in DIR/docker), named in
+// the hosts file as its docker_socket.
+//
 // Everything carries the label: the bridge and the namespaces are named
 // nntb-<tag>..., every namespace's loopback and the bridge have the alias
 // nearnative.testbed=<tag>, the iptables rule the comment of the same text.
@@ -55,7 +59,21 @@ type Config struct {
 	// Hosts is the number of hosts, 2 or 3: the first is the sut, the
 	// others drivers.
 	Hosts int
+	// Docker starts a dockerd of the sut host's own in its namespace
+	// (its own socket, data and exec roots, bridge and iptables rules),
+	// for the Docker platforms on a sut host.
+	Docker bool
 }
+
+// Dockerd is the Docker daemon a test bed's sut host runs.
+const Dockerd = "dockerd"
+
+// runDir holds the sut host's dockerd socket, pid file and exec root:
+// short, for unix socket paths.
+func (c Config) runDir() string { return "/run/nntb-" + c.Tag }
+
+// DockerSocket is the API socket of the sut host's dockerd.
+func (c Config) DockerSocket() string { return filepath.Join(c.runDir(), "docker.sock") }
 
 // Validate checks the settings.
 func (c Config) Validate() error {
@@ -185,6 +203,12 @@ func Up(ctx context.Context, c Config) (hostsFile string, err error) {
 			role = "sut"
 		}
 		fmt.Fprintf(&hosts, "  - name: %s\n    address: %s\n    user: root\n    key: id_ed25519\n    roles: [%s]\n", c.hostName(k), addr, role)
+		if k == 0 && c.Docker {
+			if err := c.upDocker(ctx); err != nil {
+				return "", fmt.Errorf("testbed host %s: %w", c.hostName(k), err)
+			}
+			fmt.Fprintf(&hosts, "    docker_socket: %s\n", c.DockerSocket())
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte(known.String()), 0o644); err != nil {
 		return "", err
@@ -242,6 +266,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 AllowTcpForwarding local
+AllowStreamLocalForwarding local
 X11Forwarding no
 PrintMotd no
 ClientAliveInterval 5
@@ -267,11 +292,107 @@ Subsystem sftp internal-sftp
 	return pk, err
 }
 
+// upDocker starts the sut host's dockerd in its namespace and waits until
+// it answers. Its images stay in DIR/docker for the next test bed.
+func (c Config) upDocker(ctx context.Context) error {
+	bin, err := exec.LookPath(Dockerd)
+	if err != nil {
+		return fmt.Errorf("dockerd missing: install docker.io (`make setup` does), or build the test bed without Docker (--docker=false)")
+	}
+	hd := filepath.Join(c.Dir, c.hostName(0))
+	if err := os.MkdirAll(c.runDir(), 0o700); err != nil {
+		return err
+	}
+	conf := filepath.Join(hd, "dockerd.json")
+	// Its own (empty) configuration: not this machine's daemon.json.
+	if err := os.WriteFile(conf, []byte("{}\n"), 0o600); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(hd, "dockerd.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	// nsenter, as for sshd: the cgroup file systems stay in view.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.netns(0), bin,
+		"--config-file", conf, "--data-root", filepath.Join(c.Dir, "docker"), "--exec-root", filepath.Join(c.runDir(), "exec"),
+		"--pidfile", filepath.Join(c.runDir(), "dockerd.pid"), "-H", "unix://"+c.DockerSocket())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting dockerd: %w", err)
+	}
+	go cmd.Wait() // reaped when it ends, at `testbed down`
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		conn, err := net.DialTimeout("unix", c.DockerSocket(), time.Second)
+		if err == nil {
+			conn.Close()
+			if _, err := os.Stat(filepath.Join(c.runDir(), "dockerd.pid")); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			log, _ := os.ReadFile(filepath.Join(hd, "dockerd.log"))
+			return fmt.Errorf("dockerd does not answer on %s: %v: %s", c.DockerSocket(), err, lastLines(string(log), 3))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// downDocker stops the sut host's dockerd (it stops its containers first)
+// and removes its run directory.
+func (c Config) downDocker() error {
+	if b, err := os.ReadFile(filepath.Join(c.runDir(), "dockerd.pid")); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 && isComm(pid, "dockerd") {
+			syscall.Kill(pid, syscall.SIGTERM)
+			waitGone(pid, 30*time.Second)
+		}
+	}
+	// dockerd leaves its default namespace's bind mount in its exec root.
+	unmountUnder(c.runDir())
+	unmountUnder(filepath.Join(c.Dir, "docker"))
+	if err := os.RemoveAll(c.runDir()); err != nil {
+		return fmt.Errorf("removing %s: %w", c.runDir(), err)
+	}
+	return nil
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil || dir == "" || dir == "/" {
+		return
+	}
+	var ms []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && (f[1] == dir || strings.HasPrefix(f[1], dir+"/")) {
+			ms = append(ms, f[1])
+		}
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		syscall.Unmount(ms[i], syscall.MNT_DETACH)
+	}
+}
+
+// lastLines is the last n lines of s, joined by " | ".
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}
+
 // Down stops the sshds and removes the namespaces, the links, the bridge
 // and the rule of the test bed c.Tag; what is already gone is not an
 // error. The key pair and the files in c.Dir stay.
 func Down(ctx context.Context, c Config) error {
 	var errs []error
+	if err := c.downDocker(); err != nil {
+		errs = append(errs, err)
+	}
 	for k := 0; k < 3; k++ {
 		hd := filepath.Join(c.Dir, c.hostName(k))
 		if b, err := os.ReadFile(filepath.Join(hd, "sshd.pid")); err == nil {
@@ -304,9 +425,12 @@ func Down(ctx context.Context, c Config) error {
 	return errors.Join(errs...)
 }
 
-func isSshd(pid int) bool {
+func isSshd(pid int) bool { return isComm(pid, "sshd") }
+
+// isComm reports whether process pid's name starts with name.
+func isComm(pid int, name string) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	return err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "sshd")
+	return err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), name)
 }
 
 func waitGone(pid int, d time.Duration) {

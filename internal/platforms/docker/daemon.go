@@ -51,6 +51,8 @@ const teardownTimeout = 30 * time.Second
 type Daemon struct {
 	cli    *client.Client
 	flavor Flavor
+	// remote names the host of an engine on another machine (ConnectVia).
+	remote string
 }
 
 // DaemonError says the Docker daemon did not answer. It matches
@@ -109,6 +111,9 @@ func (e *Daemon) ping(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pinging the Docker daemon: %w", ctx.Err())
 		}
+		if e.remote != "" {
+			return platform.Unavailablef("the Docker engine of host %s (%s, through its SSH connection) does not answer: %s: start dockerd there, or name its socket with docker_socket: in the hosts file", e.remote, e.cli.DaemonHost(), oneLine(err.Error()))
+		}
 		if e.flavor.Name != "" {
 			return platform.Unavailablef("%s at %s does not answer: %v", e.flavor.Name, e.cli.DaemonHost(), dialCause(e.cli.DaemonHost(), err))
 		}
@@ -142,7 +147,12 @@ func oneLine(s string) string {
 func (e *Daemon) API() client.APIClient { return e.cli }
 
 // Host is the daemon address the engine talks to.
-func (e *Daemon) Host() string { return e.cli.DaemonHost() }
+func (e *Daemon) Host() string {
+	if e.remote != "" {
+		return e.cli.DaemonHost() + " on host " + e.remote
+	}
+	return e.cli.DaemonHost()
+}
 
 // Close releases the client's connections.
 func (e *Daemon) Close() error {
@@ -196,7 +206,7 @@ func (e *Daemon) Info(ctx context.Context) (DaemonInfo, error) {
 // local reports whether dockerd is reached through a unix socket, so that
 // it runs on this machine and /proc describes it.
 func (e *Daemon) local() bool {
-	return e.flavor.Name == "" && strings.HasPrefix(e.cli.DaemonHost(), "unix://")
+	return e.flavor.Name == "" && e.remote == "" && strings.HasPrefix(e.cli.DaemonHost(), "unix://")
 }
 
 // userlandProxy reads whether a dockerd found under procRoot runs with the

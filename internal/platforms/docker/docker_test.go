@@ -235,7 +235,9 @@ func TestPortInUse(t *testing.T) {
 			}
 			defer l.Close()
 			port := l.Addr().(*net.TCPAddr).Port
-			p.pickPorts = func(platform.Spec, string) (map[string]int, error) { return map[string]int{"redis": port}, nil }
+			p.pickPorts = func(context.Context, platform.Spec, string) (map[string]int, error) {
+				return map[string]int{"redis": port}, nil
+			}
 			_, err = p.Start(context.Background(), "t1", redisSpec("redis"))
 			want := fmt.Sprintf("port %d (redis) on %s", port, tt.host)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "already in use") {

@@ -52,7 +52,9 @@ type dockerPlatform struct {
 
 	// pickPorts chooses the port numbers; tests replace it to provoke
 	// "port in use".
-	pickPorts func(spec platform.Spec, host string) (map[string]int, error)
+	pickPorts func(ctx context.Context, spec platform.Spec, host string) (map[string]int, error)
+	// site is the remote host the engine runs on (NewOn), nil here.
+	site *Site
 
 	mu     sync.Mutex
 	bridge string         // name of the default bridge's interface, once known
@@ -93,7 +95,10 @@ func New(kind string, name string, env platform.Env, eng *Daemon, opt platform.O
 	if err := opt.Validate(); err != nil {
 		return nil, fmt.Errorf("docker platform %s: %w", name, err)
 	}
-	return &dockerPlatform{kind: v.path, runtime: v.runtime, name: name, env: env, eng: eng, opt: opt, pickPorts: platform.AssignPorts}, nil
+	return &dockerPlatform{kind: v.path, runtime: v.runtime, name: name, env: env, eng: eng, opt: opt,
+		pickPorts: func(_ context.Context, spec platform.Spec, host string) (map[string]int, error) {
+			return platform.AssignPorts(spec, host)
+		}}, nil
 }
 
 // Name is the platform's name in the study.
@@ -146,7 +151,7 @@ type plan struct {
 }
 
 // plan chooses where the server listens and how the client reaches it.
-func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
+func (p *dockerPlatform) plan(ctx context.Context, spec platform.Spec) (plan, error) {
 	pl := plan{listen: platform.Listen{Dir: platform.ContainerDir}}
 	var pickOn string
 	switch p.kind {
@@ -167,7 +172,7 @@ func (p *dockerPlatform) plan(spec platform.Spec) (plan, error) {
 		// free there; taking one free on the host keeps numbers distinct.
 		pl.listen.Host, pickOn = "0.0.0.0", "127.0.0.1"
 	}
-	ports, err := p.pickPorts(spec, pickOn)
+	ports, err := p.pickPorts(ctx, spec, pickOn)
 	if err != nil {
 		return pl, err
 	}
@@ -261,11 +266,21 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	pl, err := p.plan(spec)
+	pl, err := p.plan(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
-	return p.start(ctx, trial, spec, pl, p.opt.CPUSet)
+	if p.site != nil && len(spec.Volumes) > 0 {
+		return nil, platform.Unavailablef("%s: %s mounts %s, and volumes are not copied to Docker on sut host %s yet (native there takes them)", p.name, spec.Name, spec.Volumes[0].HostPath, p.site.Host)
+	}
+	s, err := p.start(ctx, trial, spec, pl, p.opt.CPUSet)
+	switch {
+	case err != nil:
+		return nil, err
+	case p.site != nil:
+		return remoteServer{server: s, site: p.site}, nil
+	}
+	return s, nil
 }
 
 // halfMadeWait is how long a container whose create request was cancelled
@@ -671,6 +686,9 @@ func (p *dockerPlatform) portParts(s *server, spec platform.Spec, pl plan) []str
 func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.Spec, pl plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "container %s %s ", shortID(s.id), s.name)
+	if p.site != nil {
+		fmt.Fprintf(&b, "on sut host %s, ", p.site.Host)
+	}
 	if p.eng.flavor.Name != "" {
 		fmt.Fprintf(&b, "(%s) ", p.eng.flavor.Name)
 	}

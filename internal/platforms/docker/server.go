@@ -165,6 +165,9 @@ func (s *server) CPUTime(ctx context.Context) (time.Duration, error) {
 // (about a second per call, which a topology of several containers pays
 // for each of them before and after every load).
 func (e *Daemon) CPUTime(ctx context.Context, id, name string) (time.Duration, error) {
+	if e.remote != "" {
+		return e.statsCPU(ctx, id, name)
+	}
 	if e.flavor.CgroupDirs != nil {
 		for _, dir := range e.flavor.CgroupDirs(id) {
 			if d, found, err := cgroup.UsageAt(cgroup.Root, dir); found && err == nil {
@@ -175,6 +178,12 @@ func (e *Daemon) CPUTime(ctx context.Context, id, name string) (time.Duration, e
 	if d, ok := cgroupCPU(cgroup.Root, id); ok {
 		return d, nil
 	}
+	return e.statsCPU(ctx, id, name)
+}
+
+// statsCPU is the CPU time of container id as the engine's stats API
+// reports it.
+func (e *Daemon) statsCPU(ctx context.Context, id, name string) (time.Duration, error) {
 	resp, err := e.cli.ContainerStatsOneShot(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("container stats of %s: %w", name, err)

@@ -52,6 +52,9 @@ func (p *dockerPlatform) Machine() topology.Machine {
 // everything is on the client host's server address). Only the entry roles'
 // ports are published on the NAT and proxy paths.
 func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
+	if p.site != nil {
+		return nil, platform.Unavailablef("%s: topologies of several servers are not built for Docker on sut host %s yet (native there runs them)", p.name, p.site.Host)
+	}
 	ports, err := deploy.Ports(plan, p.serverAddr())
 	if err != nil {
 		return nil, err
@@ -508,22 +511,34 @@ func (s *server) Exited(ctx context.Context) error {
 // Migrations implements deploy.Scheduler for a server's own container: every
 // thread of every process the engine lists in it (host PIDs).
 func (s *server) Migrations(ctx context.Context) (int64, error) {
-	top, err := s.eng.cli.ContainerTop(ctx, s.id, []string{"-o", "pid"})
+	pids, err := s.pids(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("listing the processes of container %s: %w", s.name, err)
+		return 0, err
 	}
 	var n int64
-	for _, row := range top.Processes {
-		if len(row) == 0 {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(row[0]))
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		if m, err := sysinfo.ProcMigrations(pid); err == nil {
 			n += m
 		}
 	}
 	return n, nil
+}
+
+// pids are the processes the engine lists in the container (PIDs of the
+// engine's machine).
+func (s *server) pids(ctx context.Context) ([]int, error) {
+	top, err := s.eng.cli.ContainerTop(ctx, s.id, []string{"-o", "pid"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the processes of container %s: %w", s.name, err)
+	}
+	var pids []int
+	for _, row := range top.Processes {
+		if len(row) == 0 {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(row[0])); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -4,8 +4,9 @@
 // from the hosts file (its private or test-bed link), never on a wildcard.
 // The load comes from the run's driver hosts (sshhost.ClientHost).
 //
-// Docker, VM and Kubernetes platforms on a remote sut are not built yet:
-// Refusal says so for each.
+// Docker's docker-nat and docker-host run there too (Docker, driving the
+// host's dockerd through the SSH connection). VM, Kubernetes and the other
+// kinds on a remote sut are not built yet: Refusal says so for each.
 package remote
 
 import (
@@ -15,11 +16,13 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
@@ -39,12 +42,19 @@ type Agent interface {
 }
 
 // Refusal is why platform kind base cannot run on a remote sut host yet,
-// or nil for native.
+// or nil for native and Docker's kinds (NewDocker says which of those a
+// remote engine offers).
 func Refusal(base, host string) error {
-	if base == platform.Native {
+	if base == platform.Native || IsDocker(base) {
 		return nil
 	}
-	return platform.Unavailablef("not built for remote hosts yet: only native runs on sut host %s (Docker there would be driven through its agent); run %s without --hosts", host, base)
+	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat and docker-host run on sut host %s, %s does not; run it without --hosts", host, base)
+}
+
+// IsDocker reports whether base is one of Docker's kinds (the network
+// paths, under any runtime), which NewDocker builds or refuses.
+func IsDocker(base string) bool {
+	return slices.Contains(docker.Kinds(), base)
 }
 
 // Platform is native on the remote sut hosts: each server on the host
@@ -127,10 +137,15 @@ func (pl *Platform) Start(ctx context.Context, trial string, spec platform.Spec)
 
 // freePorts asks the host's kernel for n free TCP ports on its address.
 func (p on) freePorts(ctx context.Context, n int) ([]int, error) {
+	return p.freePortsOn(ctx, p.host.Addr().String(), n)
+}
+
+// freePortsOn asks the host's kernel for n free TCP ports on addr.
+func (p on) freePortsOn(ctx context.Context, addr string, n int) ([]int, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", p.host.Addr().String()}, Dir: "/"})
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
 	if err != nil {
 		return nil, p.hostErr("finding free ports", err)
 	}
@@ -282,11 +297,16 @@ func (s *server) Machine() string { return s.p.kind + " " + s.p.host.Name() }
 // MachineCPU implements platform.MachineReporter: the host's /proc/stat,
 // read by its agent.
 func (s *server) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
-	id, sample, err := s.p.host.Agent().MachineCPU(ctx)
+	return s.p.machineCPU(ctx)
+}
+
+// machineCPU reads the host's /proc/stat through its agent.
+func (p on) machineCPU(ctx context.Context) (platform.MachineSample, error) {
+	id, sample, err := p.host.Agent().MachineCPU(ctx)
 	if err != nil {
-		return platform.MachineSample{}, s.p.hostErr("reading the machine's CPU counters", err)
+		return platform.MachineSample{}, p.hostErr("reading the machine's CPU counters", err)
 	}
-	return platform.MachineSample{Name: s.p.host.Name(), BootID: id, SUT: s.p.kind == kindSUT, Sample: sample}, nil
+	return platform.MachineSample{Name: p.host.Name(), BootID: id, SUT: p.kind == kindSUT, Sample: sample}, nil
 }
 
 // CPUSource implements platform.CPUDescriber.

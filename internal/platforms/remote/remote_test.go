@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -161,8 +162,20 @@ func TestRefusal(t *testing.T) {
 	if err := remote.Refusal(platform.Native, "sut1"); err != nil {
 		t.Fatal(err)
 	}
-	err := remote.Refusal(platform.DockerNAT, "sut1")
-	if err == nil || !strings.Contains(err.Error(), "not built for remote hosts yet") {
-		t.Fatalf("docker-nat on a remote host: %v", err)
+	for _, base := range []string{platform.DockerNAT, platform.DockerHost, platform.DockerProxy} {
+		// Built by NewDocker, which refuses the paths other machines
+		// cannot reach (package docker's tests).
+		if err := remote.Refusal(base, "sut1"); err != nil || !remote.IsDocker(base) {
+			t.Errorf("%s on a remote host: %v", base, err)
+		}
+	}
+	for _, base := range []string{platform.VM, platform.VMDocker, platform.K8sPod, platform.Podman, platform.LXC} {
+		err := remote.Refusal(base, "sut1")
+		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not built for remote hosts yet") {
+			t.Errorf("%s on a remote host: %v", base, err)
+		}
+	}
+	if _, err := remote.NewDocker(platform.DockerNAT, "n", nil, nil, platform.Env{}, platform.Options{Pin: "spread"}, &remote.Engines{}, nil); !errors.Is(err, platform.ErrUnavailable) {
+		t.Errorf("pin on a remote Docker: %v", err)
 	}
 }

@@ -1,0 +1,166 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/nearnative/nearnative/internal/platform"
+)
+
+// Site is a Docker engine on another machine: a sut host of a hosts file,
+// its dockerd reached through the host's SSH connection (a forwarded unix
+// socket, ConnectVia), its servers published on or listening at the
+// host's own address (the platform's client host's ServerAddr).
+type Site struct {
+	// Host is the host's name, for messages and the record.
+	Host string
+	// FreePorts asks the host's kernel for n TCP ports free on addr.
+	FreePorts func(ctx context.Context, addr string, n int) ([]int, error)
+	// Machine names the reading MachineCPU makes (platform.MachineReporter).
+	Machine string
+	// MachineCPU reads the host's CPU counters.
+	MachineCPU func(ctx context.Context) (platform.MachineSample, error)
+	// Migrations reads the migration count of process pid of the host.
+	Migrations func(ctx context.Context, pid int) (int64, error)
+}
+
+// RemoteKinds are the network paths a Docker engine on a sut host offers
+// to drivers on other hosts: a port published on the host's address
+// (iptables DNAT there) and the host network. The others are refused:
+// docker-proxy publishes on the host's 127.0.0.1, the bridge paths
+// answer at container addresses on the host's bridge, which no other
+// machine has a route to.
+var RemoteKinds = []string{platform.DockerNAT, platform.DockerHost}
+
+// NewOn returns the Docker platform of kind, as New does, on the engine
+// eng of the remote host site (eng made by ConnectVia). Only runc's
+// RemoteKinds are offered; cpus, memory and pin apply there as here.
+func NewOn(kind, name string, env platform.Env, eng *Daemon, opt platform.Options, site Site) (platform.Platform, error) {
+	pl, err := New(kind, name, env, eng, opt)
+	if err != nil {
+		return nil, err
+	}
+	p := pl.(*dockerPlatform)
+	if !eng.Remote() {
+		return nil, fmt.Errorf("docker platform %s: the engine of host %s is not a remote one (docker.ConnectVia)", p.name, site.Host)
+	}
+	if p.runtime != "" || (p.kind != platform.DockerNAT && p.kind != platform.DockerHost) {
+		return nil, platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat) and the host network (docker-host) reach there under runc; "+
+			"docker-proxy publishes on the host's 127.0.0.1 and the bridge paths answer at container addresses no other machine routes to", p.name, site.Host)
+	}
+	p.site = &site
+	p.pickPorts = func(ctx context.Context, spec platform.Spec, addr string) (map[string]int, error) {
+		free, err := site.FreePorts(ctx, addr, len(spec.Ports))
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]int, len(free))
+		for i, name := range spec.Ports {
+			m[name] = free[i]
+		}
+		return m, nil
+	}
+	return p, nil
+}
+
+// remoteServer is a container on a sut host: a server whose machine is
+// the host's (platform.MachineReporter).
+type remoteServer struct {
+	*server
+	site *Site
+}
+
+// Machine implements platform.MachineReporter.
+func (s remoteServer) Machine() string { return s.site.Machine }
+
+// MachineCPU implements platform.MachineReporter.
+func (s remoteServer) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
+	return s.site.MachineCPU(ctx)
+}
+
+// Migrations implements deploy.Scheduler: every process the engine lists
+// in the container (the host's PIDs), read by the host's agent.
+func (s remoteServer) Migrations(ctx context.Context) (int64, error) {
+	pids, err := s.pids(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, pid := range pids {
+		if m, err := s.site.Migrations(ctx, pid); err == nil {
+			n += m
+		}
+	}
+	return n, nil
+}
+
+// OverheadCPUTime implements platform.OverheadReporter: nothing. The
+// docker-proxy processes are the host's and are not read; docker-nat's
+// load takes the host's DNAT rule, not them.
+func (s remoteServer) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
+
+// CPUSource implements platform.CPUDescriber.
+func (s remoteServer) CPUSource() string {
+	return "the container's cgroup on sut host " + s.site.Host + " (the engine's stats API)"
+}
+
+// ConnectVia connects to the dockerd of host name whose API socket is at
+// socket there, through dial (a channel of the host's SSH connection to
+// that socket: no port of the engine is opened on any network), and pings
+// it. The engine is remote: nothing of it is read from this machine's
+// /proc or cgroups.
+func ConnectVia(ctx context.Context, name, socket string, dial func(ctx context.Context) (net.Conn, error)) (*Daemon, error) {
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+socket), client.WithAPIVersionNegotiation(),
+		client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }))
+	if err != nil {
+		return nil, fmt.Errorf("configuring the Docker client of host %s: %w", name, err)
+	}
+	e := &Daemon{cli: cli, remote: name}
+	if err := e.ping(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Remote reports whether the engine runs on another machine (ConnectVia).
+func (e *Daemon) Remote() bool { return e.remote != "" }
+
+// CopyImage makes the engine to hold image ref as e holds it: when to
+// lacks it, or holds another image under that name, e saves it and to
+// loads the stream (over the host's SSH connection for a remote engine).
+// It reports whether it copied.
+func (e *Daemon) CopyImage(ctx context.Context, to *Daemon, ref string) (bool, error) {
+	here, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("inspecting image %s here: %w", ref, err)
+	}
+	there, err := to.cli.ImageInspect(ctx, ref)
+	if err == nil && there.ID == here.ID {
+		return false, nil
+	}
+	rc, err := e.cli.ImageSave(ctx, []string{ref})
+	if err != nil {
+		return false, fmt.Errorf("saving image %s: %w", ref, err)
+	}
+	defer rc.Close()
+	resp, err := to.cli.ImageLoad(ctx, rc, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return false, fmt.Errorf("loading image %s into %s: %w", ref, to.Host(), err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(out), `"error"`) {
+		return false, fmt.Errorf("loading image %s into %s: %s", ref, to.Host(), oneLine(string(out)))
+	}
+	if there, err = to.cli.ImageInspect(ctx, ref); err != nil || there.ID != here.ID {
+		return false, fmt.Errorf("loading image %s into %s: the engine holds %q after the load, not %s (%v)", ref, to.Host(), there.ID, here.ID, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,116 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/sysinfo"
+)
+
+// viaDialer connects to the local dockerd as a remote engine would be
+// reached: through a dial function (an SSH channel in use), so that
+// nothing of it is read from this machine's /proc or cgroups.
+func viaDialer(t *testing.T) *Daemon {
+	t.Helper()
+	needEngine(t)
+	dials := 0
+	eng, err := ConnectVia(context.Background(), "sut9", "/var/run/docker.sock", func(ctx context.Context) (net.Conn, error) {
+		dials++
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", "/var/run/docker.sock")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if dials == 0 || !eng.Remote() || eng.local() {
+		t.Fatalf("dials %d, remote %v, local %v: want the dialer used and the engine remote", dials, eng.Remote(), eng.local())
+	}
+	if !strings.Contains(eng.Host(), "on host sut9") {
+		t.Fatalf("Host() = %q, want the host named", eng.Host())
+	}
+	return eng
+}
+
+func TestSiteRefusesPathsOtherMachinesCannotReach(t *testing.T) {
+	eng := viaDialer(t)
+	_, img := needEngine(t)
+	env := platform.Env{Image: img}
+	for _, kind := range []string{platform.DockerProxy, platform.DockerBridge, platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
+		_, err := NewOn(kind, kind, env, eng, platform.Options{}, Site{Host: "sut9"})
+		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut9") {
+			t.Errorf("%s: %v, want it refused as unavailable", kind, err)
+		}
+	}
+	local, _ := needEngine(t)
+	if _, err := NewOn(platform.DockerNAT, "n", env, local, platform.Options{}, Site{Host: "sut9"}); err == nil {
+		t.Error("NewOn took this machine's engine as a remote one")
+	}
+}
+
+// TestSiteServes runs docker-nat and docker-host on an engine reached
+// through a dialer: the ports come from the site, the server answers at
+// the client host's server address, its CPU comes from the stats API and
+// its machine from the site.
+func TestSiteServes(t *testing.T) {
+	eng := viaDialer(t)
+	for _, kind := range RemoteKinds {
+		t.Run(kind, func(t *testing.T) {
+			_, env := newPlatform(t, kind, kind, platform.Options{}) // the run, its client host and the leftovers check
+			asked := 0
+			machine := platform.MachineSample{Name: "sut9", SUT: true}
+			site := Site{
+				Host: "sut9",
+				FreePorts: func(ctx context.Context, addr string, n int) ([]int, error) {
+					asked++
+					if addr != env.ClientHost().ServerAddr() {
+						t.Errorf("ports asked on %s, want the server address %s", addr, env.ClientHost().ServerAddr())
+					}
+					ps, err := platform.FreePorts(addr, n)
+					return ps, err
+				},
+				Machine:    "sut host sut9",
+				MachineCPU: func(context.Context) (platform.MachineSample, error) { return machine, nil },
+				Migrations: func(_ context.Context, pid int) (int64, error) { return sysinfo.ProcMigrations(pid) },
+			}
+			p, err := NewOn(kind, kind, env, eng, platform.Options{}, site)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := start(t, p, "t1", redisSpec("redis"))
+			if asked != 1 {
+				t.Fatalf("the site was asked for ports %d times, want 1", asked)
+			}
+			host, _, _ := net.SplitHostPort(s.Addr("redis"))
+			if host != env.ClientHost().ServerAddr() {
+				t.Fatalf("server at %s, want the server address %s", s.Addr("redis"), env.ClientHost().ServerAddr())
+			}
+			pingFrom(t, env.ClientHost(), s.Addr("redis"))
+			mr, ok := s.(platform.MachineReporter)
+			if !ok || mr.Machine() != "sut host sut9" {
+				t.Fatalf("server %T is not the site's machine reporter", s)
+			}
+			if m, err := mr.MachineCPU(context.Background()); err != nil || m.Name != "sut9" {
+				t.Fatalf("MachineCPU: %+v, %v", m, err)
+			}
+			if d := s.(platform.CPUDescriber).CPUSource(); !strings.Contains(d, "stats API") {
+				t.Fatalf("CPU source %q, want the engine's stats API", d)
+			}
+			if _, err := s.(platform.CPUReporter).CPUTime(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(s.Describe(), "on sut host sut9") {
+				t.Fatalf("Describe() = %q, want the host named", s.Describe())
+			}
+			spec := redisSpec("redis")
+			spec.Volumes = []platform.Volume{{HostPath: t.TempDir(), Path: "/data"}}
+			if _, err := p.Start(context.Background(), "t2", spec); !errors.Is(err, platform.ErrUnavailable) {
+				t.Fatalf("a volume on a remote engine: %v, want it refused", err)
+			}
+		})
+	}
+}

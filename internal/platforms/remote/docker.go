@@ -1,0 +1,224 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/nearnative/nearnative/internal/host"
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
+)
+
+// DockerHost is a sut host as a Docker platform needs it: its agent and
+// its dockerd's socket, reached through the SSH connection.
+type DockerHost interface {
+	Agent
+	// DockerSocket is the path of dockerd's API socket on the host.
+	DockerSocket() string
+	// DialUnix opens a connection to a unix socket of the host.
+	DialUnix(ctx context.Context, path string) (net.Conn, error)
+}
+
+// Engines are the run's connections to the sut hosts' Docker engines,
+// made once per host, each given the workload image on first use.
+//
+// The engine is driven with the Docker SDK, the same code as the local
+// engine's, over a channel of the host's SSH connection to its socket
+// (not through the agent, not over an open TCP port): every call the
+// Docker platforms make (create, copy files, start, inspect, logs,
+// stats, remove) then works unchanged, and nothing of the engine is
+// reachable from the network.
+type Engines struct {
+	// Local is this machine's engine, which holds the image to copy.
+	Local func(ctx context.Context) (*docker.Daemon, error)
+	// Log gets a line when an image is copied (nil: none).
+	Log io.Writer
+
+	mu     sync.Mutex
+	byHost map[string]*docker.Daemon
+	images map[string]bool // host + "\x00" + image: copied or found
+	// Copied says which hosts were given the image (for the record).
+	Copied []string
+}
+
+// For returns host h's engine holding image, connecting and copying the
+// image the first time.
+func (e *Engines) For(ctx context.Context, h DockerHost, image string) (*docker.Daemon, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.byHost == nil {
+		e.byHost, e.images = map[string]*docker.Daemon{}, map[string]bool{}
+	}
+	eng := e.byHost[h.Name()]
+	if eng == nil {
+		sock := h.DockerSocket()
+		var err error
+		eng, err = docker.ConnectVia(ctx, h.Name(), sock, func(ctx context.Context) (net.Conn, error) { return h.DialUnix(ctx, sock) })
+		if err != nil {
+			return nil, err
+		}
+		e.byHost[h.Name()] = eng
+	}
+	if key := h.Name() + "\x00" + image; !e.images[key] {
+		local, err := e.Local(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the image for host %s comes from this machine's Docker engine: %w", h.Name(), err)
+		}
+		if e.Log != nil {
+			fmt.Fprintf(e.Log, "host %s: making sure its Docker engine (%s) holds image %s: copied from this machine's engine when it does not (once per image)\n", h.Name(), h.DockerSocket(), image)
+		}
+		copied, err := local.CopyImage(ctx, eng, image)
+		if err != nil {
+			return nil, fmt.Errorf("giving host %s the image: %w", h.Name(), err)
+		}
+		if copied {
+			e.Copied = append(e.Copied, h.Name())
+		}
+		e.images[key] = true
+	}
+	return eng, nil
+}
+
+// Close closes every engine connection.
+func (e *Engines) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, eng := range e.byHost {
+		errs = append(errs, eng.Close())
+	}
+	e.byHost = nil
+	return errors.Join(errs...)
+}
+
+// Docker is a Docker platform (docker-nat or docker-host) on the sut
+// hosts: each server in a container of the engine of the host its role is
+// placed on, published on (or listening at) that host's address.
+type Docker struct {
+	kind, name string
+	place      func(role string) DockerHost
+	suts       []DockerHost
+	env        platform.Env
+	opt        platform.Options
+	engines    *Engines
+	clientFor  func(h DockerHost) host.Host
+
+	mu sync.Mutex
+	on map[string]platform.Platform // by host name
+}
+
+// NewDocker returns the Docker platform kind named name whose servers run
+// on place(spec name), one of suts, with engines.
+// clientFor(h) is the client host whose servers are served at h's
+// address.
+func NewDocker(kind, name string, place func(role string) DockerHost, suts []DockerHost, env platform.Env, opt platform.Options, engines *Engines, clientFor func(h DockerHost) host.Host) (*Docker, error) {
+	if opt.Pin != "" {
+		return nil, platform.Unavailablef("platform %s: pin is not applied on remote hosts yet (cpuset is)", name)
+	}
+	return &Docker{kind: kind, name: name, place: place, suts: suts, env: env, opt: opt, engines: engines, clientFor: clientFor, on: map[string]platform.Platform{}}, nil
+}
+
+// Name implements platform.Platform.
+func (d *Docker) Name() string { return d.name }
+
+// platformOn is the Docker platform on host h, built on first use.
+func (d *Docker) platformOn(ctx context.Context, h DockerHost) (platform.Platform, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.on[h.Name()]; p != nil {
+		return p, nil
+	}
+	eng, err := d.engines.For(ctx, h, d.env.Image)
+	if err != nil {
+		return nil, err
+	}
+	env := d.env
+	env.Client = d.clientFor(h)
+	p, err := docker.NewOn(d.kind, d.name, env, eng, d.opt, d.site(h))
+	if err != nil {
+		return nil, err
+	}
+	d.on[h.Name()] = p
+	return p, nil
+}
+
+// site is what the Docker platform asks of host h through its agent.
+func (d *Docker) site(h DockerHost) docker.Site {
+	o := on{&Platform{name: d.name, kind: kindSUT}, h}
+	return docker.Site{
+		Host: h.Name(),
+		FreePorts: func(ctx context.Context, addr string, n int) ([]int, error) {
+			return o.freePortsOn(ctx, addr, n)
+		},
+		Machine: kindSUT + " " + h.Name(),
+		MachineCPU: func(ctx context.Context) (platform.MachineSample, error) {
+			return o.machineCPU(ctx)
+		},
+		Migrations: func(ctx context.Context, pid int) (int64, error) { return h.Agent().Migrations(ctx, pid) },
+	}
+}
+
+// Check implements platform.Checker: every sut host's engine answers,
+// holds the image (copied from here when it did not) and offers the
+// platform's path.
+func (d *Docker) Check(ctx context.Context) error {
+	for _, h := range d.suts {
+		p, err := d.platformOn(ctx, h)
+		if err != nil {
+			return err
+		}
+		if c, ok := p.(platform.Checker); ok {
+			if err := c.Check(ctx); err != nil {
+				return fmt.Errorf("host %s: %w", h.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Start implements platform.Platform: spec runs in a container on the
+// host its name is placed on.
+func (d *Docker) Start(ctx context.Context, trial string, spec platform.Spec) (platform.Server, error) {
+	p, err := d.platformOn(ctx, d.place(spec.Name))
+	if err != nil {
+		return nil, err
+	}
+	return p.Start(ctx, trial, spec)
+}
+
+// RunJob implements platform.JobRunner: the job runs in a container on
+// the host its name is placed on.
+func (d *Docker) RunJob(ctx context.Context, trial string, spec platform.Spec) (platform.JobResult, error) {
+	p, err := d.platformOn(ctx, d.place(spec.Name))
+	if err != nil {
+		return platform.JobResult{}, err
+	}
+	jr, ok := p.(platform.JobRunner)
+	if !ok {
+		return platform.JobResult{}, fmt.Errorf("%s cannot run jobs", d.name)
+	}
+	return jr.RunJob(ctx, trial, spec)
+}
+
+// Close implements platform.Closer.
+func (d *Docker) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, p := range d.on {
+		if c, ok := p.(platform.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	_ platform.JobRunner = (*Docker)(nil)
+	_ platform.Checker   = (*Docker)(nil)
+	_ platform.Closer    = (*Docker)(nil)
+)
