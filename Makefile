@@ -12,7 +12,7 @@
 #   sudo make cluster setup, then the local one-node Kubernetes cluster for the
 #                     k8s platforms (the first time builds Kubernetes: ~15 min)
 #   sudo make testbed setup, then three hosts over SSH on this machine (network
-#                     namespaces, an sshd each) and testbed/hosts.yaml for
+#                     namespaces, an sshd each, a dockerd on the sut) and testbed/hosts.yaml for
 #                     `nearnative run redis --quick --hosts testbed/hosts.yaml`
 #   sudo make testbed-down  takes them down
 
@@ -50,7 +50,8 @@ test-cluster-down:
 	NEARNATIVE_CLUSTER_UPDOWN=1 $(GO) test -count=1 -v -run TestUpDownLeavesNothing ./internal/cluster/
 
 # The test bed: hosts made of network namespaces on one private bridge, each
-# with its own sshd, and testbed/hosts.yaml naming them (docs/hosts.md).
+# with its own sshd (the sut host also its own dockerd), and testbed/hosts.yaml
+# naming them (docs/hosts.md).
 testbed: setup
 	nearnative testbed up --dir testbed
 

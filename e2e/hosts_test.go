@@ -167,10 +167,11 @@ workloads:
 	for _, want := range []string{
 		"status done",
 		"docker-nat: container ",
-		"on sut host " + sut + ", on docker0 ",
+		"on sut host " + sut + " (dockerd ",
+		"), on docker0 ",
 		"published " + sutAddr + ":",
 		"docker-host: container ",
-		"on sut host " + sut + ", on the host network, listening " + sutAddr + ":",
+		"), on the host network, listening " + sutAddr + ":",
 		"server CPU: the container's cgroup on sut host " + sut,
 		"hosts: test bed",
 	} {

@@ -139,6 +139,13 @@ func (a *app) doctorHosts(ctx context.Context, path string) error {
 		rs = append(rs, doctorHost{c})
 	}
 	checks = append(checks, doctor.Hosts(ctx, rs, f.OffsetMax())...)
+	var suts []doctor.DockerRemote
+	for _, c := range conns {
+		if c.Host.Has(hostfile.RoleSUT) {
+			suts = append(suts, c)
+		}
+	}
+	checks = append(checks, doctor.HostDocker(ctx, suts)...)
 	for _, ch := range checks {
 		fmt.Fprintf(a.stdout, "%-4s  %-20s %s\n", ch.Status, ch.Name, ch.Detail)
 		if ch.Fix != "" {

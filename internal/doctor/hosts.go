@@ -3,11 +3,13 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
@@ -106,6 +108,41 @@ func Hosts(ctx context.Context, hosts []Remote, limit time.Duration) []Check {
 		}
 		sort.Strings(parts)
 		out = append(out, Check{Name: "hosts " + p, Status: Fail, Detail: "versions differ: " + strings.Join(parts, "; "), Fix: "apt-get install --only-upgrade " + p + " on the hosts with the older one"})
+	}
+	return out
+}
+
+// DockerRemote is a sut host whose Docker engine the doctor asks about:
+// its dockerd's socket, reached through the SSH connection
+// (sshhost.Conn).
+type DockerRemote interface {
+	Name() string
+	DockerSocket() string
+	DialUnix(ctx context.Context, path string) (net.Conn, error)
+}
+
+// HostDocker checks that each sut host's Docker engine answers through
+// the host's SSH connection, as docker-nat and docker-host there need it.
+// An engine that does not answer is a warning: native runs without it.
+func HostDocker(ctx context.Context, suts []DockerRemote) []Check {
+	var out []Check
+	for _, h := range suts {
+		name := "host " + h.Name()
+		sock := h.DockerSocket()
+		eng, err := docker.ConnectVia(ctx, h.Name(), sock, func(ctx context.Context) (net.Conn, error) { return h.DialUnix(ctx, sock) })
+		if err != nil {
+			out = append(out, Check{Name: name, Status: Warn, Detail: "Docker: " + err.Error(),
+				Fix: "on " + h.Name() + ": apt-get install docker.io and start dockerd, or name its socket with docker_socket: (only native runs there without it)"})
+			continue
+		}
+		info, err := eng.Info(ctx)
+		eng.Close()
+		if err != nil {
+			out = append(out, Check{Name: name, Status: Warn, Detail: "Docker: " + err.Error()})
+			continue
+		}
+		out = append(out, Check{Name: name, Status: OK, Detail: fmt.Sprintf("Docker: dockerd %s at %s (storage %s, cgroup driver %s, cgroup v%s), through SSH: docker-nat and docker-host can run there",
+			info.Version, sock, info.StorageDriver, info.CgroupDriver, info.CgroupVersion)})
 	}
 	return out
 }

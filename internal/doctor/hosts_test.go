@@ -2,6 +2,9 @@ package doctor
 
 import (
 	"context"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +66,30 @@ func TestHostsClockAndVersions(t *testing.T) {
 		if status[k] != w {
 			t.Errorf("%s: %q, want %q", k, status[k], w)
 		}
+	}
+}
+
+// sockHost is a sut host whose "SSH channel" to a socket is a local dial.
+type sockHost struct{ name, sock string }
+
+func (h sockHost) Name() string         { return h.name }
+func (h sockHost) DockerSocket() string { return h.sock }
+func (h sockHost) DialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", path)
+}
+
+func TestHostDocker(t *testing.T) {
+	missing := sockHost{"sut2", filepath.Join(t.TempDir(), "docker.sock")}
+	checks := HostDocker(context.Background(), []DockerRemote{missing})
+	if len(checks) != 1 || checks[0].Status != Warn || !strings.Contains(checks[0].Detail, "host sut2") || !strings.Contains(checks[0].Fix, "docker_socket") {
+		t.Fatalf("an engine that does not answer: %+v, want a warning naming the host and the fix", checks)
+	}
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+		t.Skip("no local dockerd for the answering case")
+	}
+	checks = HostDocker(context.Background(), []DockerRemote{sockHost{"sut1", "/var/run/docker.sock"}})
+	if len(checks) != 1 || checks[0].Status != OK || !strings.Contains(checks[0].Detail, "Docker: dockerd ") {
+		t.Fatalf("an answering engine: %+v", checks)
 	}
 }

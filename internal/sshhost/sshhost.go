@@ -543,7 +543,7 @@ func (c *Conn) DialUnix(ctx context.Context, path string) (net.Conn, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, c.errorf("opening its socket %s through SSH: %w (its sshd must allow AllowStreamLocalForwarding)", path, r.err)
+			return nil, c.errorf("opening its socket %s through SSH: %w (no such socket there, or its sshd forbids AllowStreamLocalForwarding)", path, r.err)
 		}
 		return r.conn, nil
 	case <-ctx.Done():

@@ -687,7 +687,11 @@ func (p *dockerPlatform) describe(ctx context.Context, s *server, spec platform.
 	var b strings.Builder
 	fmt.Fprintf(&b, "container %s %s ", shortID(s.id), s.name)
 	if p.site != nil {
-		fmt.Fprintf(&b, "on sut host %s, ", p.site.Host)
+		fmt.Fprintf(&b, "on sut host %s", p.site.Host)
+		if p.site.Engine != "" {
+			fmt.Fprintf(&b, " (%s)", p.site.Engine)
+		}
+		b.WriteString(", ")
 	}
 	if p.eng.flavor.Name != "" {
 		fmt.Fprintf(&b, "(%s) ", p.eng.flavor.Name)

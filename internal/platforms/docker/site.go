@@ -20,6 +20,9 @@ import (
 type Site struct {
 	// Host is the host's name, for messages and the record.
 	Host string
+	// Engine describes the host's engine for the record, e.g. "dockerd
+	// 20.10.24+dfsg1" ("" when unknown).
+	Engine string
 	// FreePorts asks the host's kernel for n TCP ports free on addr.
 	FreePorts func(ctx context.Context, addr string, n int) ([]int, error)
 	// Machine names the reading MachineCPU makes (platform.MachineReporter).

@@ -138,7 +138,11 @@ func (d *Docker) platformOn(ctx context.Context, h DockerHost) (platform.Platfor
 	}
 	env := d.env
 	env.Client = d.clientFor(h)
-	p, err := docker.NewOn(d.kind, d.name, env, eng, d.opt, d.site(h))
+	site := d.site(h)
+	if info, err := eng.Info(ctx); err == nil {
+		site.Engine = "dockerd " + info.Version
+	}
+	p, err := docker.NewOn(d.kind, d.name, env, eng, d.opt, site)
 	if err != nil {
 		return nil, err
 	}
