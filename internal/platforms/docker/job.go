@@ -32,6 +32,9 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 	if err := p.ensureNetwork(ctx); err != nil {
 		return res, err
 	}
+	if err := p.putVolumes(ctx, spec.Volumes); err != nil {
+		return res, err
+	}
 	cfg, hc := p.containerConfig(trial, spec, pl, res.Command, p.opt.CPUSet)
 	name := ContainerName(p.env.Run, trial, spec.Name)
 	cli := p.eng.cli
@@ -47,7 +50,7 @@ func (p *dockerPlatform) RunJob(ctx context.Context, trial string, spec platform
 	}()
 	if p.eng.flavor.MapOwner != nil {
 		// A user namespace's root must own the volumes to write them.
-		if err := p.ownVolumes(spec.Volumes, owner{}); err != nil {
+		if err := p.ownVolumes(ctx, spec.Volumes, owner{}); err != nil {
 			return res, fmt.Errorf("%s: job %s: %w", p.name, spec.Name, err)
 		}
 	}

@@ -270,8 +270,8 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	if err != nil {
 		return nil, fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
-	if p.site != nil && len(spec.Volumes) > 0 {
-		return nil, platform.Unavailablef("%s: %s mounts %s, and volumes are not copied to Docker on sut host %s yet (native there takes them)", p.name, spec.Name, spec.Volumes[0].HostPath, p.site.Host)
+	if err := p.putVolumes(ctx, spec.Volumes); err != nil {
+		return nil, err
 	}
 	s, err := p.start(ctx, trial, spec, pl, p.opt.CPUSet)
 	switch {
@@ -400,7 +400,7 @@ func (p *dockerPlatform) copyFiles(ctx context.Context, s *server, spec platform
 	if err != nil {
 		return fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
-	if err := p.ownVolumes(spec.Volumes, own); err != nil {
+	if err := p.ownVolumes(ctx, spec.Volumes, own); err != nil {
 		return fmt.Errorf("%s: starting %s: %w", p.name, spec.Name, err)
 	}
 	tarball, err := filesTar(files, own)

@@ -31,6 +31,25 @@ type Site struct {
 	MachineCPU func(ctx context.Context) (platform.MachineSample, error)
 	// Migrations reads the migration count of process pid of the host.
 	Migrations func(ctx context.Context, pid int) (int64, error)
+	// PutVolume makes the host hold the tree hostPath of this machine at
+	// the same path (a volume's data, prepared here).
+	PutVolume func(ctx context.Context, hostPath string) error
+	// Own gives the tree path on the host to uid and gid.
+	Own func(ctx context.Context, path string, uid, gid int) error
+}
+
+// putVolumes copies the volumes' trees to the site's host; here they are
+// in place already.
+func (p *dockerPlatform) putVolumes(ctx context.Context, vols []platform.Volume) error {
+	if p.site == nil {
+		return nil
+	}
+	for _, v := range vols {
+		if err := p.site.PutVolume(ctx, v.HostPath); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	return nil
 }
 
 // RemoteKinds are the network paths a Docker engine on a sut host offers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -62,6 +63,7 @@ func TestSiteServes(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			_, env := newPlatform(t, kind, kind, platform.Options{}) // the run, its client host and the leftovers check
 			asked := 0
+			var put, owned []string
 			machine := platform.MachineSample{Name: "sut9", SUT: true}
 			site := Site{
 				Host: "sut9",
@@ -76,6 +78,12 @@ func TestSiteServes(t *testing.T) {
 				Machine:    "sut host sut9",
 				MachineCPU: func(context.Context) (platform.MachineSample, error) { return machine, nil },
 				Migrations: func(_ context.Context, pid int) (int64, error) { return sysinfo.ProcMigrations(pid) },
+				// The trees are here already: the engine's host is this one.
+				PutVolume: func(_ context.Context, path string) error { put = append(put, path); return nil },
+				Own: func(_ context.Context, path string, uid, gid int) error {
+					owned = append(owned, path)
+					return os.Chown(path, uid, gid)
+				},
 			}
 			p, err := NewOn(kind, kind, env, eng, platform.Options{}, site)
 			if err != nil {
@@ -106,10 +114,14 @@ func TestSiteServes(t *testing.T) {
 			if !strings.Contains(s.Describe(), "on sut host sut9") {
 				t.Fatalf("Describe() = %q, want the host named", s.Describe())
 			}
+			// A volume goes to the host first, and to the server's user.
 			spec := redisSpec("redis")
-			spec.Volumes = []platform.Volume{{HostPath: t.TempDir(), Path: "/data"}}
-			if _, err := p.Start(context.Background(), "t2", spec); !errors.Is(err, platform.ErrUnavailable) {
-				t.Fatalf("a volume on a remote engine: %v, want it refused", err)
+			vol := t.TempDir()
+			spec.User = "65534:65534"
+			spec.Volumes = []platform.Volume{{HostPath: vol, Path: "/data", Own: true}}
+			start(t, p, "t2", spec)
+			if len(put) != 1 || put[0] != vol || len(owned) != 1 || owned[0] != vol {
+				t.Fatalf("volume %s: put %v, owned %v: want it put on the host and given to the server's user there", vol, put, owned)
 			}
 		})
 	}

@@ -132,7 +132,7 @@ func findEntry(file []byte, minFields, col int, value string) []string {
 // can write a data directory prepared on the host. On an engine whose
 // containers run in a user namespace (the Flavor's MapOwner) every volume
 // goes to the host ids of its container user, root for the others.
-func (p *dockerPlatform) ownVolumes(vols []platform.Volume, own owner) error {
+func (p *dockerPlatform) ownVolumes(ctx context.Context, vols []platform.Volume, own owner) error {
 	for _, v := range vols {
 		host := own
 		switch {
@@ -145,6 +145,12 @@ func (p *dockerPlatform) ownVolumes(vols []platform.Volume, own owner) error {
 			}
 			host.uid, host.gid = p.eng.flavor.MapOwner(host.uid, host.gid)
 		case !v.Own:
+			continue
+		}
+		if p.site != nil {
+			if err := p.site.Own(ctx, v.HostPath, host.uid, host.gid); err != nil {
+				return fmt.Errorf("giving volume %s to uid %d on host %s: %w", v.HostPath, host.uid, p.site.Host, err)
+			}
 			continue
 		}
 		err := filepath.WalkDir(v.HostPath, func(p string, _ os.DirEntry, err error) error {

@@ -163,6 +163,8 @@ func (d *Docker) site(h DockerHost) docker.Site {
 			return o.machineCPU(ctx)
 		},
 		Migrations: func(ctx context.Context, pid int) (int64, error) { return h.Agent().Migrations(ctx, pid) },
+		PutVolume:  o.copyVolume,
+		Own:        o.own,
 	}
 }
 

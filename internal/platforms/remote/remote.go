@@ -230,6 +230,18 @@ if [ "$(sum "$1")" = "$(sum "$2")" ]; then rm -rf -- "$2"; else rm -rf -- "$1" &
 	return nil
 }
 
+// own gives the tree path on the host to uid and gid.
+func (p on) own(ctx context.Context, path string, uid, gid int) error {
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "chown", Argv: []string{"chown", "-R", "-h", fmt.Sprintf("%d:%d", uid, gid), "--", path}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("giving "+path+" to its server's user", err)
+	}
+	return nil
+}
+
 func (p on) removeDir(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
