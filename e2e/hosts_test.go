@@ -91,8 +91,8 @@ workloads:
 	}
 }
 
-// TestDockerOnTestBedHost runs redis on docker-nat and docker-host on the
-// test bed's sut host, whose own dockerd (in its namespace) is driven
+// TestDockerOnTestBedHost runs redis and redis-scaleout on docker-nat and
+// docker-host on the test bed's sut host, whose own dockerd (in its namespace) is driven
 // through the SSH connection: the image is copied there from this
 // machine's engine, each container is published on (or listens at) the
 // sut host's address, and the load comes from the driver host. A run
@@ -136,6 +136,8 @@ platforms: [native, docker-nat, docker-host]
 workloads:
   - workload: redis
     params: {clients: 10}
+  - workload: redis-scaleout
+    params: {keyspace: 20000, warmup: 200ms, clients: 10}
 `)
 	// Killed mid-trial: the container stays on the sut host's engine
 	// until cleanup --hosts.
@@ -174,6 +176,10 @@ workloads:
 		"), on the host network, listening " + sutAddr + ":",
 		"server CPU: the container's cgroup on sut host " + sut,
 		"hosts: test bed",
+		// The scale-out's Redis in containers there, twemproxy and
+		// HAProxy beside the driver reaching them at published ports.
+		"i0-redis-0: container ",
+		"redis-scaleout  scale-out",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)

@@ -298,6 +298,15 @@ type MachineReporter interface {
 	MachineCPU(ctx context.Context) (MachineSample, error)
 }
 
+// ProbeDialer is implemented by servers on another machine than this one
+// (a host of a hosts file): a readiness probe reaches the server's
+// addresses through ProbeDial, from the server's own host, where its
+// access rules admit it and its container addresses are routed; from here
+// neither may hold.
+type ProbeDialer interface {
+	ProbeDial(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
 // MachineSample is one reading of a machine's CPU counters.
 type MachineSample struct {
 	// Name is the machine's name for the record (a host of the hosts file).

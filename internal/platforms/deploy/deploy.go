@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -149,6 +150,21 @@ func (d *Deployment) Entries(role, port string) []string {
 	var out []string
 	for _, r := range d.Role(role) {
 		out = append(out, r.Srv.Addr(port))
+	}
+	return out
+}
+
+// Dialers are how this machine reaches each server of role, in the
+// order of Entries: the server's platform.ProbeDialer (a server on another
+// machine, reached from its own host), nil to dial from here.
+func (d *Deployment) Dialers(role string) []func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var out []func(ctx context.Context, network, addr string) (net.Conn, error)
+	for _, r := range d.Role(role) {
+		if pd, ok := r.Srv.(platform.ProbeDialer); ok {
+			out = append(out, pd.ProbeDial)
+		} else {
+			out = append(out, nil)
+		}
 	}
 	return out
 }
@@ -413,6 +429,9 @@ func (d *Deployment) ready(ctx context.Context, wave []int) error {
 // error names the server and shows the tail of its log.
 func Wait(ctx context.Context, name string, srv platform.Server, port string, timeout time.Duration, probe topology.ReadyFunc) error {
 	addr := srv.Addr(port)
+	if pd, ok := srv.(platform.ProbeDialer); ok {
+		probe = probeVia(probe, pd.ProbeDial)
+	}
 	err := ready.Loop{Timeout: timeout, Every: 100 * time.Millisecond}.Wait(ctx, func(pctx context.Context) error {
 		err := probe(pctx, addr)
 		if err == nil || ready.IsFinal(err) {

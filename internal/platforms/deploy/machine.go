@@ -32,14 +32,25 @@ func HostCPUs() []int {
 // port name: the numbers are then fixed for the whole trial, so servers of
 // one place can name each other before any of them starts.
 func Ports(plan *topology.Plan, host string) (map[topology.ServerID]map[string]int, error) {
+	free, err := platform.FreePorts(host, PortCount(plan))
+	if err != nil {
+		return nil, err
+	}
+	return PortsFrom(plan, free), nil
+}
+
+// PortCount is how many ports the plan's servers need.
+func PortCount(plan *topology.Plan) int {
 	n := 0
 	for _, s := range plan.Servers {
 		n += len(s.Ports)
 	}
-	free, err := platform.FreePorts(host, n)
-	if err != nil {
-		return nil, err
-	}
+	return n
+}
+
+// PortsFrom gives the plan's servers the ports free, in order (free holds
+// PortCount(plan) numbers, found free where the servers run).
+func PortsFrom(plan *topology.Plan, free []int) map[topology.ServerID]map[string]int {
 	out := map[topology.ServerID]map[string]int{}
 	for _, s := range plan.Servers {
 		m := map[string]int{}
@@ -48,7 +59,7 @@ func Ports(plan *topology.Plan, host string) (map[topology.ServerID]map[string]i
 		}
 		out[s.ID] = m
 	}
-	return out, nil
+	return out
 }
 
 // PortOf looks up a port in a map made by Ports; a missing name is a

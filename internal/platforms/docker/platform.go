@@ -586,6 +586,13 @@ func (p *dockerPlatform) ensureRoute(ctx context.Context) error {
 // from the bridge's gateway address).
 func (p *dockerPlatform) from(ctx context.Context) ([]netip.Prefix, error) {
 	nets := append([]netip.Prefix{platform.Loopback, p.client().Subnet()}, p.eng.flavor.From...)
+	if p.site != nil {
+		// The host itself: readiness probes come from there
+		// (platform.ProbeDialer), to its published ports too.
+		if a, err := netip.ParseAddr(p.serverAddr()); err == nil {
+			nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
 	if p.kind == platform.DockerHost {
 		return platform.Nets(nets...), nil
 	}

@@ -36,6 +36,13 @@ type Site struct {
 	PutVolume func(ctx context.Context, hostPath string) error
 	// Own gives the tree path on the host to uid and gid.
 	Own func(ctx context.Context, path string, uid, gid int) error
+	// CPUs are the host's online CPUs (topologies are planned on them).
+	CPUs []int
+	// Exe is the nearnative binary on the host (a topology's supervisor).
+	Exe string
+	// Dial opens a TCP connection from the host (to a container's
+	// supervisor).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // putVolumes copies the volumes' trees to the site's host; here they are
@@ -122,6 +129,17 @@ func (s remoteServer) Migrations(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// ProbeDial implements platform.ProbeDialer: from the host, which reaches
+// the container's bridge address and its published port.
+func (s remoteServer) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.site.Dial(ctx, network, addr)
+}
+
+// ProbeDial implements platform.ProbeDialer, as remoteServer's.
+func (s remoteSupervised) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.site.Dial(ctx, network, addr)
+}
+
 // OverheadCPUTime implements platform.OverheadReporter: nothing. The
 // docker-proxy processes are the host's and are not read; docker-nat's
 // load takes the host's DNAT rule, not them.
@@ -131,6 +149,25 @@ func (s remoteServer) OverheadCPUTime(context.Context) (time.Duration, error) { 
 func (s remoteServer) CPUSource() string {
 	return "the container's cgroup on sut host " + s.site.Host + " (the engine's stats API)"
 }
+
+// remoteSupervised is a server started by a supervisor in a container on
+// a sut host: the host's machine, and no docker-proxy read here.
+type remoteSupervised struct {
+	*supervised
+	site *Site
+}
+
+// Machine implements platform.MachineReporter.
+func (s remoteSupervised) Machine() string { return s.site.Machine }
+
+// MachineCPU implements platform.MachineReporter.
+func (s remoteSupervised) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
+	return s.site.MachineCPU(ctx)
+}
+
+// OverheadCPUTime implements platform.OverheadReporter: nothing, as for
+// remoteServer.
+func (s remoteSupervised) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
 
 // ConnectVia connects to the dockerd of host name whose API socket is at
 // socket there, through dial (a channel of the host's SSH connection to

@@ -38,6 +38,9 @@ const agentTimeout = 30 * time.Second
 
 // Machine implements deploy.Backend.
 func (p *dockerPlatform) Machine() topology.Machine {
+	if p.site != nil {
+		return topology.Machine{CPUs: p.site.CPUs, Pin: p.opt.Pin}
+	}
 	return topology.Machine{CPUs: deploy.HostCPUs(), Pin: p.opt.Pin}
 }
 
@@ -52,12 +55,18 @@ func (p *dockerPlatform) Machine() topology.Machine {
 // everything is on the client host's server address). Only the entry roles'
 // ports are published on the NAT and proxy paths.
 func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
+	var ports map[topology.ServerID]map[string]int
 	if p.site != nil {
-		return nil, platform.Unavailablef("%s: topologies of several servers are not built for Docker on sut host %s yet (native there runs them)", p.name, p.site.Host)
-	}
-	ports, err := deploy.Ports(plan, p.serverAddr())
-	if err != nil {
-		return nil, err
+		free, err := p.site.FreePorts(ctx, p.serverAddr(), deploy.PortCount(plan))
+		if err != nil {
+			return nil, err
+		}
+		ports = deploy.PortsFrom(plan, free)
+	} else {
+		var err error
+		if ports, err = deploy.Ports(plan, p.serverAddr()); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.ensureNetwork(ctx); err != nil {
 		return nil, err
@@ -147,13 +156,21 @@ func (s *site) OpenGroup(ctx context.Context, name string, members []deploy.Memb
 // ports, and waits for its supervisor to answer.
 func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	exe := AgentExe
-	if exe == "" {
+	switch {
+	case s.p.site != nil:
+		exe = s.p.site.Exe // the binary pushed there: this one, by checksum
+	case exe == "":
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding the nearnative binary for the supervisor: %w", err)
 		}
 	}
+	for _, m := range g.members {
+		if err := s.p.putVolumes(ctx, m.Spec.Volumes); err != nil {
+			return err
+		}
+	}
 	token := vmagent.NewToken()
-	listen, err := s.agentListen()
+	listen, err := s.agentListen(ctx)
 	if err != nil {
 		return err
 	}
@@ -189,6 +206,10 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	}
 	_, port, _ := strings.Cut(listen, ":")
 	g.agent = vmagent.NewClientAddr(g.ip+":"+port, token)
+	if s.p.site != nil {
+		// The container's address is the host's to reach.
+		g.agent = vmagent.NewClientDial(g.ip+":"+port, token, s.p.site.Dial)
+	}
 	wctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	if err := g.agent.WaitReady(wctx); err != nil {
@@ -201,11 +222,14 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 // agentListen is where a supervisor listens: its fixed port in the
 // container's own network namespace, or a free loopback port on the host
 // network.
-func (s *site) agentListen() (string, error) {
+func (s *site) agentListen(ctx context.Context) (string, error) {
 	if s.p.kind != platform.DockerHost {
 		return "0.0.0.0:" + strconv.Itoa(agentPort), nil
 	}
 	free, err := platform.FreePorts("127.0.0.1", 1)
+	if s.p.site != nil {
+		free, err = s.p.site.FreePorts(ctx, "127.0.0.1", 1)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -337,6 +361,9 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 	if s.p.kind == platform.DockerHost {
 		pl.clientHost = s.p.serverAddr()
 	}
+	if err := s.p.putVolumes(ctx, m.Spec.Volumes); err != nil {
+		return nil, err
+	}
 	srv, err := s.p.start(ctx, s.trial, m.Spec, pl, s.cpuset(m.Server))
 	if err != nil {
 		return nil, err
@@ -347,6 +374,9 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 		g.ip = s.p.serverAddr()
 	}
 	g.started = append(g.started, m.Server.ID.Name())
+	if s.p.site != nil {
+		return remoteServer{server: srv, site: s.p.site}, nil
+	}
 	return srv, nil
 }
 
@@ -392,6 +422,9 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 		ss.addrs[pn] = deploy.JoinPort(host, s.Port(m.Server.ID, pn))
 	}
 	g.started = append(g.started, m.Server.ID.Name())
+	if s.p.site != nil {
+		return remoteSupervised{supervised: ss, site: s.p.site}, nil
+	}
 	return ss, nil
 }
 
@@ -406,6 +439,11 @@ func agentFilesOf(fs []platform.File) []vmagent.File {
 func (s *site) PeerAddr(from, to topology.Server, port string) (string, error) {
 	p := s.Port(to.ID, port)
 	if s.p.kind == platform.DockerHost {
+		return deploy.JoinPort(s.p.serverAddr(), p), nil
+	}
+	if from.OnHost && s.p.site != nil {
+		// A role beside the driver, on another machine: the port
+		// published on the host's address (to is an entry server).
 		return deploy.JoinPort(s.p.serverAddr(), p), nil
 	}
 	if from.Group == to.Group && len(s.plan.Group(to.Group)) > 1 {
@@ -435,6 +473,9 @@ func (s *site) Places() []deploy.Place {
 			pl.Detail = "servers started by nearnative's supervisor in the container, peers on 127.0.0.1"
 		}
 		pl.Detail += "; image " + s.p.env.Image
+		if s.p.site != nil {
+			pl.Detail += "; on sut host " + s.p.site.Host
+		}
 		out = append(out, pl)
 	}
 	return out

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
+	"github.com/nearnative/nearnative/internal/topology"
 )
 
 // DockerHost is a sut host as a Docker platform needs it: its agent and
@@ -165,6 +167,9 @@ func (d *Docker) site(h DockerHost) docker.Site {
 		Migrations: func(ctx context.Context, pid int) (int64, error) { return h.Agent().Migrations(ctx, pid) },
 		PutVolume:  o.copyVolume,
 		Own:        o.own,
+		CPUs:       h.CPUs(),
+		Exe:        h.Self(),
+		Dial:       h.DialContext,
 	}
 }
 
@@ -223,7 +228,45 @@ func (d *Docker) Close() error {
 	return errors.Join(errs...)
 }
 
+// Machine implements deploy.Backend: the CPUs of the host the first role
+// is placed on.
+func (d *Docker) Machine() topology.Machine {
+	return topology.Machine{CPUs: d.place("").CPUs(), Pin: d.opt.Pin}
+}
+
+// Open implements deploy.Backend: the topology's servers run on the engine
+// of the sut host their roles are placed on, which must be one host: a
+// container's peers on another host's bridge are not reachable.
+func (d *Docker) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
+	var h DockerHost
+	for _, srv := range plan.Servers {
+		if srv.OnHost {
+			continue
+		}
+		on := d.place(srv.ID.Role)
+		switch {
+		case h == nil:
+			h = on
+		case on.Name() != h.Name():
+			return nil, platform.Unavailablef("%s: the topology's roles are placed on sut hosts %s and %s: Docker on several sut hosts is not built yet (its containers would reach peers on another host's bridge); place them on one host, or use native", d.name, h.Name(), on.Name())
+		}
+	}
+	if h == nil {
+		h = d.place("")
+	}
+	p, err := d.platformOn(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	be, ok := p.(deploy.Backend)
+	if !ok {
+		return nil, fmt.Errorf("%s cannot deploy a topology of several servers", d.name)
+	}
+	return be.Open(ctx, trial, plan)
+}
+
 var (
+	_ deploy.Backend     = (*Docker)(nil)
 	_ platform.JobRunner = (*Docker)(nil)
 	_ platform.Checker   = (*Docker)(nil)
 	_ platform.Closer    = (*Docker)(nil)

@@ -39,6 +39,8 @@ type Agent interface {
 	// Dropped says why the host's connection dropped (nil while it
 	// stands).
 	Dropped() error
+	// DialContext opens a TCP connection from the host.
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Refusal is why platform kind base cannot run on a remote sut host yet,
@@ -321,6 +323,12 @@ func (p on) machineCPU(ctx context.Context) (platform.MachineSample, error) {
 	return platform.MachineSample{Name: p.host.Name(), BootID: id, SUT: p.kind == kindSUT, Sample: sample}, nil
 }
 
+// ProbeDial implements platform.ProbeDialer: readiness is probed from the
+// server's host, whose address its access rules admit.
+func (s *server) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return s.p.host.DialContext(ctx, network, addr)
+}
+
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string {
 	return "the server's processes on " + s.p.kind + " " + s.p.host.Name() + " (its agent, /proc)"
@@ -331,4 +339,5 @@ func (s *server) CPUSource() string {
 var (
 	_ platform.JobRunner       = (*Platform)(nil)
 	_ platform.MachineReporter = (*server)(nil)
+	_ platform.ProbeDialer     = (*server)(nil)
 )

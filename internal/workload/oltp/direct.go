@@ -191,8 +191,17 @@ func (s *DirectShop) Purchase(ctx context.Context, customer, net, tax int, items
 // second's transactions; but an idle backend (a persistent PHP connection
 // after the load has stopped) holds them for up to 10 s, so do not read
 // after the load without waiting that long or ending those sessions.
-func DBStats(ctx context.Context, addr string) (pgserver.DBStats, error) {
-	conn, err := pgx.Connect(ctx, pgserver.DSN(addr, dvdstore.DBName))
+// dial opens the connection (nil: from this machine; a server on another
+// machine: from its host, deploy.Deployment.Dialers).
+func DBStats(ctx context.Context, addr string, dial pgconn.DialFunc) (pgserver.DBStats, error) {
+	cfg, err := pgx.ParseConfig(pgserver.DSN(addr, dvdstore.DBName))
+	if err != nil {
+		return pgserver.DBStats{}, fmt.Errorf("reading database statistics: %w", err)
+	}
+	if dial != nil {
+		cfg.DialFunc = dial
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return pgserver.DBStats{}, fmt.Errorf("reading database statistics: %w", err)
 	}

@@ -61,7 +61,7 @@ func TestOrdersBothModes(t *testing.T) {
 			if err := c.QueryRow(ctx, "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM customers)").Scan(&ordersBefore, &custBefore); err != nil {
 				t.Fatal(err)
 			}
-			before, err := DBStats(ctx, s.DBAddr)
+			before, err := DBStats(ctx, s.DBAddr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func TestOrdersBothModes(t *testing.T) {
 				}
 			}
 			time.Sleep(time.Second)
-			after, err := DBStats(ctx, s.DBAddr)
+			after, err := DBStats(ctx, s.DBAddr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/nearnative/nearnative/apps/dvdstore"
 	"github.com/nearnative/nearnative/internal/driver"
 	"github.com/nearnative/nearnative/internal/pgserver"
@@ -288,7 +290,7 @@ func (in *Instance) load(ctx context.Context, t workload.Trial, d *deploy.Deploy
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
-		m.stats, m.statsErr = readRates(ctx, dbAddrs, from, to)
+		m.stats, m.statsErr = readRates(ctx, dbAddrs, dbDials(d), from, to)
 	}()
 	fmt.Fprintf(t.Log, "%s: %d users (%d instances x %d threads), %s mode, %d driver process(es), %v ramp-up, %v measured\n",
 		t.Name, cfg.Users, in.base.Instances, in.threads, in.mode, cfg.Drivers, cfg.Phases.RampUp, cfg.Phases.Steady)
@@ -359,17 +361,31 @@ func tierCPU(ctx context.Context, d *deploy.Deployment) (map[string]time.Duratio
 	return out, nil
 }
 
+// dbDials are how the databases' statistics are reached, in dbAddrs'
+// order (deploy.Deployment.Dialers).
+func dbDials(d *deploy.Deployment) []pgconn.DialFunc {
+	var out []pgconn.DialFunc
+	for _, f := range d.Dialers(RoleDB) {
+		out = append(out, f)
+	}
+	return out
+}
+
 // readRates reads every database's pg_stat_database at from and at to
 // (while the users still run: an idle backend holds its counters back for
 // up to 10 s) and returns the rates of all of them together.
-func readRates(ctx context.Context, addrs []string, from, to time.Time) (pgserver.Rates, error) {
+func readRates(ctx context.Context, addrs []string, dials []pgconn.DialFunc, from, to time.Time) (pgserver.Rates, error) {
 	read := func(at time.Time) (pgserver.DBStats, error) {
 		if err := sleepCtx(ctx, time.Until(at)); err != nil {
 			return pgserver.DBStats{}, err
 		}
 		var sum pgserver.DBStats
-		for _, a := range addrs {
-			s, err := DBStats(ctx, a)
+		for i, a := range addrs {
+			var dial pgconn.DialFunc
+			if i < len(dials) {
+				dial = dials[i]
+			}
+			s, err := DBStats(ctx, a, dial)
 			if err != nil {
 				return sum, fmt.Errorf("database at %s: %w", a, err)
 			}

@@ -1,0 +1,59 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/remote"
+	"github.com/nearnative/nearnative/internal/topology"
+	"github.com/nearnative/nearnative/internal/vmagent"
+)
+
+// fakeHost is a sut host that is never reached: the refusals below come
+// before anything connects.
+type fakeHost struct{ name string }
+
+func (h fakeHost) Name() string           { return h.name }
+func (h fakeHost) Self() string           { return "/var/tmp/nearnative/nearnative" }
+func (h fakeHost) Addr() netip.Addr       { return netip.MustParseAddr("192.0.2.1") }
+func (h fakeHost) Agent() *vmagent.Client { return nil }
+func (h fakeHost) CPUs() []int            { return []int{0, 1} }
+func (h fakeHost) Dropped() error         { return nil }
+func (h fakeHost) DockerSocket() string   { return "/var/run/docker.sock" }
+func (h fakeHost) DialUnix(context.Context, string) (net.Conn, error) {
+	return nil, errors.New("not reached")
+}
+func (h fakeHost) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("not reached")
+}
+
+func TestDockerTopologyOnOneHostOnly(t *testing.T) {
+	a, b := fakeHost{"sut1"}, fakeHost{"sut2"}
+	place := func(role string) remote.DockerHost {
+		if role == "redis" {
+			return b
+		}
+		return a
+	}
+	d, err := remote.NewDocker(platform.DockerNAT, "docker-nat", place, []remote.DockerHost{a, b}, platform.Env{}, platform.Options{}, &remote.Engines{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Machine(); len(m.CPUs) != 2 {
+		t.Fatalf("Machine() = %+v, want the first sut host's CPUs", m)
+	}
+	plan := &topology.Plan{Servers: []topology.Server{
+		{ID: topology.ServerID{Role: "haproxy"}, OnHost: true}, // beside the driver: on no sut host
+		{ID: topology.ServerID{Role: "twemproxy"}},
+		{ID: topology.ServerID{Role: "redis"}},
+	}}
+	_, err = d.Open(context.Background(), "t1", plan)
+	if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "placed on sut hosts sut1 and sut2") {
+		t.Fatalf("a topology over two sut hosts: %v, want it refused as unavailable naming both", err)
+	}
+}
