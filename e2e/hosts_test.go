@@ -46,15 +46,7 @@ workloads:
   - workload: redis-scaleout
     params: {keyspace: 20000, warmup: 200ms, clients: 10}
 `)
-	out, errOut, code := e.run("run", study, "--hosts", hosts)
-	if code != 0 {
-		t.Fatalf("run on the test bed: exit %d\nstderr:\n%s\nstdout:\n%s", code, errOut, out)
-	}
-	m := runLine.FindStringSubmatch(errOut)
-	if m == nil {
-		t.Fatalf("no run ID in:\n%s", errOut)
-	}
-	run := runid.ID(m[1])
+	out, errOut, run := e.runOnHosts(study, hosts)
 	for _, want := range []string{
 		"status done",
 		"hosts: roles: servers on sut host " + sut,
@@ -106,7 +98,7 @@ func TestDockerOnTestBedHost(t *testing.T) {
 	if _, err := exec.LookPath(testbed.Dockerd); err != nil {
 		t.Skip("dockerd not installed")
 	}
-	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("d%02d", rand.IntN(100)), Hosts: 2, Docker: true}
+	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("d%02d", rand.IntN(100)), Hosts: 2, Docker: true, Purge: true}
 	hosts, err := testbed.Up(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -157,15 +149,7 @@ workloads:
 	}
 	e.run("cleanup", string(killed)) // this machine's client-side leftovers
 
-	out, errOut, code := e.run("run", study, "--hosts", hosts)
-	if code != 0 {
-		t.Fatalf("run on the test bed: exit %d\nstderr:\n%s\nstdout:\n%s", code, errOut, out)
-	}
-	m := runLine.FindStringSubmatch(errOut)
-	if m == nil {
-		t.Fatalf("no run ID in:\n%s", errOut)
-	}
-	run := runid.ID(m[1])
+	out, errOut, run := e.runOnHosts(study, hosts)
 	for _, want := range []string{
 		"status done",
 		"docker-nat: container ",
@@ -194,4 +178,19 @@ workloads:
 	if left := leftovers(t, run); len(left) > 0 {
 		t.Errorf("the run left behind: %v", left)
 	}
+}
+
+// runOnHosts runs study with --hosts hosts, which must succeed, and
+// returns its table, its progress and its run ID.
+func (e *env) runOnHosts(study, hosts string) (out, errOut string, run runid.ID) {
+	e.t.Helper()
+	out, errOut, code := e.run("run", study, "--hosts", hosts)
+	if code != 0 {
+		e.t.Fatalf("run on the test bed: exit %d\nstderr:\n%s\nstdout:\n%s", code, errOut, out)
+	}
+	m := runLine.FindStringSubmatch(errOut)
+	if m == nil {
+		e.t.Fatalf("no run ID in:\n%s", errOut)
+	}
+	return out, errOut, runid.ID(m[1])
 }

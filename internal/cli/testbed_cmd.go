@@ -14,7 +14,7 @@ import (
 func (a *app) testbedCmd() *cobra.Command {
 	var dir string
 	var hosts int
-	var withDocker bool
+	var withDocker, purge bool
 	defDir := filepath.Join(a.dir.Root, "testbed")
 	c := &cobra.Command{
 		Use:   "testbed",
@@ -26,8 +26,9 @@ not as a system service), a key pair, a known_hosts and a hosts file for
 machine's cores and memory: their figures test correctness, not performance,
 and every table of a run on them says so. The sut host runs a dockerd of its
 own in its namespace (--docker, the default), so that docker-nat and
-docker-host run there; its images stay in DIR/docker. testbed down stops the
-dockerd and the sshds and removes the namespaces, links and bridge.`,
+docker-host run there; its images stay in /var/lib/nearnative/testbed/tb/docker
+for the next test bed (testbed down --purge removes them). testbed down stops
+the dockerd and the sshds and removes the namespaces, links and bridge.`,
 		Example: `  nearnative testbed up --dir testbed
   nearnative run redis --quick --hosts testbed/hosts.yaml
   nearnative run redis --quick --hosts testbed/hosts.yaml --platforms native,docker-nat,docker-host
@@ -57,7 +58,7 @@ dockerd and the sshds and removes the namespaces, links and bridge.`,
 		},
 	}
 	up.Flags().IntVar(&hosts, "hosts", 3, "number of hosts, 2 or 3 (one sut, the others drivers)")
-	up.Flags().BoolVar(&withDocker, "docker", true, "start a dockerd of the sut host's own in its namespace, for docker-nat and docker-host there (its images kept in DIR/docker)")
+	up.Flags().BoolVar(&withDocker, "docker", true, "start a dockerd of the sut host's own in its namespace, for docker-nat and docker-host there (its images kept in /var/lib/nearnative/testbed/tb/docker)")
 	down := &cobra.Command{
 		Use:     "down",
 		Short:   "Stop the test bed's dockerd and sshds and remove its namespaces, links and bridge",
@@ -68,13 +69,14 @@ dockerd and the sshds and removes the namespaces, links and bridge.`,
 			if err != nil {
 				return err
 			}
-			if err := testbed.Down(c.Context(), testbed.Config{Dir: abs, Tag: "tb", Hosts: 3}); err != nil {
+			if err := testbed.Down(c.Context(), testbed.Config{Dir: abs, Tag: "tb", Hosts: 3, Purge: purge}); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.stdout, "test bed down")
 			return nil
 		},
 	}
+	down.Flags().BoolVar(&purge, "purge", false, "also remove the sut host's Docker images (/var/lib/nearnative/testbed/tb)")
 	c.AddCommand(up, down)
 	return c
 }

@@ -11,8 +11,9 @@
 // a run on them says so.
 //
 // With Docker, the sut host runs a dockerd of its own in its namespace
-// (socket /run/nntb-<tag>/docker.sock, images in DIR/docker), named in
-// the hosts file as its docker_socket.
+// (socket /run/nntb-<tag>/docker.sock, images in
+// /var/lib/nearnative/testbed/<tag>/docker), named in the hosts file as its
+// docker_socket.
 //
 // Everything carries the label: the bridge and the namespaces are named
 // nntb-<tag>..., every namespace's loopback and the bridge have the alias
@@ -63,6 +64,16 @@ type Config struct {
 	// (its own socket, data and exec roots, bridge and iptables rules),
 	// for the Docker platforms on a sut host.
 	Docker bool
+	// Purge makes Down remove that dockerd's data root (its images) too;
+	// else the next test bed of the tag finds them.
+	Purge bool
+}
+
+// DockerRoot is where the sut host's dockerd keeps its images: beside
+// this machine's /var/lib/docker, on a file system dockerd's overlay2
+// works on (a test directory under /tmp may be an overlay itself).
+func (c Config) DockerRoot() string {
+	return filepath.Join("/var/lib/nearnative/testbed", c.Tag, "docker")
 }
 
 // Dockerd is the Docker daemon a test bed's sut host runs.
@@ -293,7 +304,8 @@ Subsystem sftp internal-sftp
 }
 
 // upDocker starts the sut host's dockerd in its namespace and waits until
-// it answers. Its images stay in DIR/docker for the next test bed.
+// it answers. Its images stay in DockerRoot for the next test bed of the
+// tag (unless Down purges them).
 func (c Config) upDocker(ctx context.Context) error {
 	bin, err := exec.LookPath(Dockerd)
 	if err != nil {
@@ -315,7 +327,7 @@ func (c Config) upDocker(ctx context.Context) error {
 	defer logf.Close()
 	// nsenter, as for sshd: the cgroup file systems stay in view.
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.netns(0), bin,
-		"--config-file", conf, "--data-root", filepath.Join(c.Dir, "docker"), "--exec-root", filepath.Join(c.runDir(), "exec"),
+		"--config-file", conf, "--data-root", c.DockerRoot(), "--exec-root", filepath.Join(c.runDir(), "exec"),
 		"--pidfile", filepath.Join(c.runDir(), "dockerd.pid"), "-H", "unix://"+c.DockerSocket())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -351,9 +363,14 @@ func (c Config) downDocker() error {
 	}
 	// dockerd leaves its default namespace's bind mount in its exec root.
 	unmountUnder(c.runDir())
-	unmountUnder(filepath.Join(c.Dir, "docker"))
+	unmountUnder(c.DockerRoot())
 	if err := os.RemoveAll(c.runDir()); err != nil {
 		return fmt.Errorf("removing %s: %w", c.runDir(), err)
+	}
+	if c.Purge {
+		if err := os.RemoveAll(filepath.Dir(c.DockerRoot())); err != nil {
+			return fmt.Errorf("removing %s: %w", c.DockerRoot(), err)
+		}
 	}
 	return nil
 }
