@@ -160,17 +160,22 @@ workloads:
 		"), on the host network, listening " + sutAddr + ":",
 		"server CPU: the container's cgroup on sut host " + sut,
 		"hosts: test bed",
-		// The scale-out's Redis in containers there, twemproxy and
-		// HAProxy beside the driver reaching them at published ports.
-		"i0-redis-0: container ",
 		"redis-scaleout  scale-out",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "host "+sut+": making sure its Docker engine") {
-		t.Errorf("no line about the image on the sut host's engine:\n%s", errOut)
+	for _, want := range []string{
+		"host " + sut + ": making sure its Docker engine",
+		// The scale-out's Redis in containers there (twemproxy and
+		// HAProxy beside the driver reach them at published ports).
+		"started i0-redis-0: container ",
+		"-docker-nat-i0-redis-0 on sut host " + sut,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the progress lacks %q:\n%s", want, errOut)
+		}
 	}
 	if left := onSUT(run); len(left) > 0 {
 		t.Errorf("the run left %v on the sut host's engine", left)
