@@ -54,6 +54,9 @@ the dockerd and the sshds and removes the namespaces, links and bridge.`,
 			}
 			fmt.Fprintf(a.stdout, "test bed up: %d hosts on a private bridge; hosts file %s\n", hosts, file)
 			fmt.Fprintf(a.stdout, "try: nearnative run redis --quick --hosts %s\n", file)
+			if withDocker {
+				fmt.Fprintf(a.stdout, "     nearnative run redis --quick --hosts %s --platforms native,docker-nat,docker-host\n", file)
+			}
 			return nil
 		},
 	}
