@@ -15,8 +15,17 @@ import (
 // probe, whatever protocol it speaks, is given the forwarder's address.
 func probeVia(probe topology.ReadyFunc, dial func(ctx context.Context, network, addr string) (net.Conn, error)) topology.ReadyFunc {
 	return func(ctx context.Context, addr string) error {
-		local, stop, err := forward(ctx, addr, dial)
+		// The first connection is made before the probe's: a server not
+		// yet listening fails the attempt with the host's own error,
+		// instead of a forwarded connection the probe sees cut (and its
+		// client library logs).
+		first, err := dial(ctx, "tcp", addr)
 		if err != nil {
+			return err
+		}
+		local, stop, err := forward(ctx, addr, first, dial)
+		if err != nil {
+			first.Close()
 			return err
 		}
 		defer stop()
@@ -25,16 +34,26 @@ func probeVia(probe topology.ReadyFunc, dial func(ctx context.Context, network, 
 }
 
 // forward listens on a free loopback port and relays every connection
-// to addr through dial until stop (or ctx's end) closes the listener and
-// every relayed connection.
-func forward(ctx context.Context, addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (local string, stop func(), err error) {
+// to addr, the first over first, the others through dial, until stop (or
+// ctx's end) closes the listener and every relayed connection.
+func forward(ctx context.Context, addr string, first net.Conn, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (local string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
-	var conns []net.Conn
+	conns := []net.Conn{first}
+	next := func(ctx context.Context) (net.Conn, error) {
+		mu.Lock()
+		c := first
+		first = nil
+		mu.Unlock()
+		if c != nil {
+			return c, nil
+		}
+		return dial(ctx, "tcp", addr)
+	}
 	track := func(c net.Conn) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -60,7 +79,7 @@ func forward(ctx context.Context, addr string, dial func(ctx context.Context, ne
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, err := dial(ctx, "tcp", addr)
+				out, err := next(ctx)
 				if err != nil {
 					in.Close()
 					return

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -68,5 +69,18 @@ func TestProbeVia(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", probed, time.Second); err == nil {
 		c.Close()
 		t.Fatalf("the forwarder %s still listens after the attempt", probed)
+	}
+}
+
+// TestProbeViaNotListening: while the host cannot reach the server, the
+// attempt fails with the host's error and the probe is not called (its
+// client library would see a forwarded connection cut).
+func TestProbeViaNotListening(t *testing.T) {
+	called := false
+	probe := func(context.Context, string) error { called = true; return nil }
+	refused := errors.New("connect: connection refused")
+	err := probeVia(probe, func(context.Context, string, string) (net.Conn, error) { return nil, refused })(context.Background(), "192.0.2.7:5432")
+	if !errors.Is(err, refused) || called {
+		t.Fatalf("err %v, probe called %v: want the host's error and no probe", err, called)
 	}
 }
