@@ -41,7 +41,7 @@ type Site struct {
 	// Exe is the nearnative binary on the host (a topology's supervisor).
 	Exe string
 	// Dial opens a TCP connection from the host (to a container's
-	// supervisor).
+	// supervisor, and readiness probes: platform.ProbeDialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -69,7 +69,8 @@ var RemoteKinds = []string{platform.DockerNAT, platform.DockerHost}
 
 // NewOn returns the Docker platform of kind, as New does, on the engine
 // eng of the remote host site (eng made by ConnectVia). Only runc's
-// RemoteKinds are offered; cpus, memory and pin apply there as here.
+// RemoteKinds are offered; cpus and memory become the containers' limits
+// there, as here.
 func NewOn(kind, name string, env platform.Env, eng *Daemon, opt platform.Options, site Site) (platform.Platform, error) {
 	pl, err := New(kind, name, env, eng, opt)
 	if err != nil {
