@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -208,21 +209,37 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 // stopGrace is how long a server has between SIGTERM and SIGKILL.
 const stopGrace = 5 * time.Second
 
+// treeSum is a shell function printing a digest of the tree "$1" (its
+// files' names and contents), or "none" when it is not a directory. The
+// same text runs here and on the host, so that the digests compare.
+const treeSum = `sum() { test -d "$1" || { echo none; return; }; (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum); }`
+
 // copyVolume makes the host see the tree hostPath of this machine at the
-// same path, as a native server does: the tree goes over in a tar stream
-// to a fresh name beside it and replaces what is there only when the
-// contents differ (hosts sharing this machine's file system, the test
-// bed's, already hold it; a host with a stale copy gets the new one).
+// same path, as a native server does. When the host holds the same tree
+// there already (by the digest of names and contents: a host sharing this
+// machine's file system, the test bed's, or a copy left by an earlier
+// trial), nothing goes over; else the tree goes over in a tar stream to a
+// fresh name beside it and replaces what is there.
 func (p on) copyVolume(ctx context.Context, hostPath string) error {
+	here, err := exec.CommandContext(ctx, "sh", "-c", treeSum+`; sum "$1"`, "sh", hostPath).Output()
+	if err != nil {
+		return fmt.Errorf("digesting %s here: %w", hostPath, err)
+	}
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", treeSum + `; sum "$1"`, "sh", hostPath}, Dir: "/"})
+	if err == nil && r.ExitCode != 0 {
+		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+	}
+	if err != nil {
+		return p.hostErr("digesting "+hostPath, err)
+	}
+	if strings.TrimSpace(string(r.Stdout)) == strings.TrimSpace(string(here)) {
+		return nil
+	}
 	tmp := hostPath + ".nn-put-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := p.host.Agent().Put(ctx, hostPath, tmp); err != nil {
 		return p.hostErr("copying "+hostPath, err)
 	}
-	// The same tree (by file names and contents) at both paths: drop the
-	// copy; else put it in place.
-	script := `sum() { test -d "$1" || { echo none; return; }; (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum | sha256sum); }
-if [ "$(sum "$1")" = "$(sum "$2")" ]; then rm -rf -- "$2"; else rm -rf -- "$1" && mv -- "$2" "$1"; fi`
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", script, "sh", hostPath, tmp}, Dir: "/"})
+	r, err = p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", `rm -rf -- "$1" && mv -- "$2" "$1"`, "sh", hostPath, tmp}, Dir: "/"})
 	if err == nil && r.ExitCode != 0 {
 		err = errors.New(strings.TrimSpace(string(r.Stderr)))
 	}
