@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,16 @@ func (p *dockerPlatform) putVolumes(ctx context.Context, vols []platform.Volume)
 // machine has a route to.
 var RemoteKinds = []string{platform.DockerNAT, platform.DockerHost}
 
+// RemoteRefusal is why the Docker platform kind (named name in the study)
+// is not offered on sut host host, or nil for RemoteKinds under runc.
+func RemoteRefusal(kind, name, host string) error {
+	if v, ok := variants[kind]; ok && v.runtime == "" && slices.Contains(RemoteKinds, v.path) {
+		return nil
+	}
+	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat) and the host network (docker-host) reach there under runc; "+
+		"docker-proxy publishes on the host's 127.0.0.1 and the bridge paths answer at container addresses no other machine routes to", name, host)
+}
+
 // NewOn returns the Docker platform of kind, as New does, on the engine
 // eng of the remote host site (eng made by ConnectVia). Only runc's
 // RemoteKinds are offered; cpus and memory become the containers' limits
@@ -80,9 +91,8 @@ func NewOn(kind, name string, env platform.Env, eng *Daemon, opt platform.Option
 	if !eng.Remote() {
 		return nil, fmt.Errorf("docker platform %s: the engine of host %s is not a remote one (docker.ConnectVia)", p.name, site.Host)
 	}
-	if p.runtime != "" || (p.kind != platform.DockerNAT && p.kind != platform.DockerHost) {
-		return nil, platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat) and the host network (docker-host) reach there under runc; "+
-			"docker-proxy publishes on the host's 127.0.0.1 and the bridge paths answer at container addresses no other machine routes to", p.name, site.Host)
+	if err := RemoteRefusal(kind, p.name, site.Host); err != nil {
+		return nil, err
 	}
 	p.site = &site
 	p.pickPorts = func(ctx context.Context, spec platform.Spec, addr string) (map[string]int, error) {

@@ -121,6 +121,12 @@ func NewDocker(kind, name string, place func(role string) DockerHost, suts []Doc
 	if opt.Pin != "" {
 		return nil, platform.Unavailablef("platform %s: pin is not applied on remote hosts yet (cpuset is)", name)
 	}
+	// Before any engine is reached or given the image.
+	for _, h := range suts {
+		if err := docker.RemoteRefusal(kind, name, h.Name()); err != nil {
+			return nil, err
+		}
+	}
 	return &Docker{kind: kind, name: name, place: place, suts: suts, env: env, opt: opt, engines: engines, clientFor: clientFor, on: map[string]platform.Platform{}}, nil
 }
 

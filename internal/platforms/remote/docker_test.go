@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/vmagent"
@@ -55,5 +56,25 @@ func TestDockerTopologyOnOneHostOnly(t *testing.T) {
 	_, err = d.Open(context.Background(), "t1", plan)
 	if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "placed on sut hosts sut1 and sut2") {
 		t.Fatalf("a topology over two sut hosts: %v, want it refused as unavailable naming both", err)
+	}
+}
+
+// TestDockerRefusedBeforeTheEngine: a path other machines cannot reach is
+// refused before any engine is reached or given the image.
+func TestDockerRefusedBeforeTheEngine(t *testing.T) {
+	h := fakeHost{"sut1"}
+	place := func(string) remote.DockerHost { return h }
+	engines := &remote.Engines{Local: func(context.Context) (*docker.Daemon, error) {
+		t.Fatal("the local engine was asked for the image")
+		return nil, nil
+	}}
+	for _, kind := range []string{platform.DockerProxy, platform.DockerBridge, platform.DockerRunscNAT} {
+		_, err := remote.NewDocker(kind, kind, place, []remote.DockerHost{h}, platform.Env{}, platform.Options{}, engines, nil)
+		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut1") {
+			t.Errorf("%s: %v, want it refused naming the host", kind, err)
+		}
+	}
+	if _, err := remote.NewDocker(platform.DockerHost, "dh", place, []remote.DockerHost{h}, platform.Env{}, platform.Options{}, engines, nil); err != nil {
+		t.Errorf("docker-host: %v", err)
 	}
 }
