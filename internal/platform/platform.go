@@ -726,11 +726,17 @@ func AssignPorts(spec Spec, host string) (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return PortsFor(spec, ports), nil
+}
+
+// PortsFor maps the spec's port names, in order, to ports (one each,
+// found free where the server runs).
+func PortsFor(spec Spec, ports []int) map[string]int {
 	m := make(map[string]int, len(ports))
 	for i, name := range spec.Ports {
 		m[name] = ports[i]
 	}
-	return m, nil
+	return m
 }
 
 // WaitTCP dials addr until it accepts a connection or ctx/timeout ends.

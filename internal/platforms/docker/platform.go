@@ -274,13 +274,10 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 		return nil, err
 	}
 	s, err := p.start(ctx, trial, spec, pl, p.opt.CPUSet)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case p.site != nil:
-		return remoteServer{server: s, site: p.site}, nil
 	}
-	return s, nil
+	return p.served(s), nil
 }
 
 // halfMadeWait is how long a container whose create request was cancelled

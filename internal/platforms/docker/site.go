@@ -100,28 +100,45 @@ func NewOn(kind, name string, env platform.Env, eng *Daemon, opt platform.Option
 		if err != nil {
 			return nil, err
 		}
-		m := make(map[string]int, len(free))
-		for i, name := range spec.Ports {
-			m[name] = free[i]
-		}
-		return m, nil
+		return platform.PortsFor(spec, free), nil
 	}
 	return p, nil
 }
 
-// remoteServer is a container on a sut host: a server whose machine is
-// the host's (platform.MachineReporter).
-type remoteServer struct {
-	*server
-	site *Site
-}
+// onSite is what a server on a sut host answers from the host rather
+// than from this machine: its machine's CPU, readiness probes from there,
+// and no docker-proxy read here. remoteServer and remoteSupervised embed it.
+type onSite struct{ site *Site }
 
 // Machine implements platform.MachineReporter.
-func (s remoteServer) Machine() string { return s.site.Machine }
+func (o onSite) Machine() string { return o.site.Machine }
 
 // MachineCPU implements platform.MachineReporter.
-func (s remoteServer) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
-	return s.site.MachineCPU(ctx)
+func (o onSite) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
+	return o.site.MachineCPU(ctx)
+}
+
+// ProbeDial implements platform.ProbeDialer: from the host, which reaches
+// the container's bridge address and its published port.
+func (o onSite) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return o.site.Dial(ctx, network, addr)
+}
+
+// OverheadCPUTime implements platform.OverheadReporter: nothing. The
+// docker-proxy processes are the host's and are not read; docker-nat's
+// load takes the host's DNAT rule, not them.
+func (o onSite) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
+
+// remoteServer is a container on a sut host.
+type remoteServer struct {
+	*server
+	onSite
+}
+
+// OverheadCPUTime implements platform.OverheadReporter (onSite's: the
+// embedded server's reads this machine's /proc).
+func (s remoteServer) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
+	return s.onSite.OverheadCPUTime(ctx)
 }
 
 // Migrations implements deploy.Scheduler: every process the engine lists
@@ -140,45 +157,31 @@ func (s remoteServer) Migrations(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// ProbeDial implements platform.ProbeDialer: from the host, which reaches
-// the container's bridge address and its published port.
-func (s remoteServer) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return s.site.Dial(ctx, network, addr)
-}
-
-// ProbeDial implements platform.ProbeDialer, as remoteServer's.
-func (s remoteSupervised) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return s.site.Dial(ctx, network, addr)
-}
-
-// OverheadCPUTime implements platform.OverheadReporter: nothing. The
-// docker-proxy processes are the host's and are not read; docker-nat's
-// load takes the host's DNAT rule, not them.
-func (s remoteServer) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
-
 // CPUSource implements platform.CPUDescriber.
 func (s remoteServer) CPUSource() string {
 	return "the container's cgroup on sut host " + s.site.Host + " (the engine's stats API)"
 }
 
 // remoteSupervised is a server started by a supervisor in a container on
-// a sut host: the host's machine, and no docker-proxy read here.
+// a sut host.
 type remoteSupervised struct {
 	*supervised
-	site *Site
+	onSite
 }
 
-// Machine implements platform.MachineReporter.
-func (s remoteSupervised) Machine() string { return s.site.Machine }
-
-// MachineCPU implements platform.MachineReporter.
-func (s remoteSupervised) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
-	return s.site.MachineCPU(ctx)
+// OverheadCPUTime implements platform.OverheadReporter, as remoteServer's.
+func (s remoteSupervised) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
+	return s.onSite.OverheadCPUTime(ctx)
 }
 
-// OverheadCPUTime implements platform.OverheadReporter: nothing, as for
-// remoteServer.
-func (s remoteSupervised) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
+// served is server s as the platform hands it out: on a sut host, with
+// the host's answers (onSite).
+func (p *dockerPlatform) served(s *server) platform.Server {
+	if p.site != nil {
+		return remoteServer{server: s, onSite: onSite{p.site}}
+	}
+	return s
+}
 
 // ConnectVia connects to the dockerd of host name whose API socket is at
 // socket there, through dial (a channel of the host's SSH connection to
@@ -215,22 +218,36 @@ func (e *Daemon) CopyImage(ctx context.Context, to *Daemon, ref string) (bool, e
 	if err == nil && there.ID == here.ID {
 		return false, nil
 	}
-	rc, err := e.cli.ImageSave(ctx, []string{ref})
+	out, err := e.SaveInto(ctx, to, ref)
 	if err != nil {
-		return false, fmt.Errorf("saving image %s: %w", ref, err)
+		return false, err
 	}
-	defer rc.Close()
-	resp, err := to.cli.ImageLoad(ctx, rc, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		return false, fmt.Errorf("loading image %s into %s: %w", ref, to.Host(), err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if strings.Contains(string(out), `"error"`) {
-		return false, fmt.Errorf("loading image %s into %s: %s", ref, to.Host(), oneLine(string(out)))
+	if strings.Contains(out, `"error"`) {
+		return false, fmt.Errorf("loading image %s into %s: %s", ref, to.Host(), oneLine(out))
 	}
 	if there, err = to.cli.ImageInspect(ctx, ref); err != nil || there.ID != here.ID {
 		return false, fmt.Errorf("loading image %s into %s: the engine holds %q after the load, not %s (%v)", ref, to.Host(), there.ID, here.ID, err)
 	}
 	return true, nil
+}
+
+// SaveInto streams image ref from e (docker save) into the engine to
+// (its load) and returns what the load said; callers check that to holds
+// the image as they need it.
+func (e *Daemon) SaveInto(ctx context.Context, to *Daemon, ref string) (string, error) {
+	rc, err := e.cli.ImageSave(ctx, []string{ref})
+	if err != nil {
+		return "", fmt.Errorf("saving image %s: %w", ref, err)
+	}
+	defer rc.Close()
+	resp, err := to.cli.ImageLoad(ctx, rc, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return "", fmt.Errorf("loading image %s into %s: %w", ref, to.Host(), err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("loading image %s into %s: %w", ref, to.Host(), err)
+	}
+	return string(out), nil
 }

@@ -374,10 +374,7 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 		g.ip = s.p.serverAddr()
 	}
 	g.started = append(g.started, m.Server.ID.Name())
-	if s.p.site != nil {
-		return remoteServer{server: srv, site: s.p.site}, nil
-	}
-	return srv, nil
+	return s.p.served(srv), nil
 }
 
 // startSupervised starts a server through its container's supervisor.
@@ -423,7 +420,7 @@ func (s *site) startSupervised(ctx context.Context, g *group, m deploy.Member) (
 	}
 	g.started = append(g.started, m.Server.ID.Name())
 	if s.p.site != nil {
-		return remoteSupervised{supervised: ss, site: s.p.site}, nil
+		return remoteSupervised{supervised: ss, onSite: onSite{s.p.site}}, nil
 	}
 	return ss, nil
 }

@@ -254,22 +254,12 @@ func LoadImage(ctx context.Context, dockerEng, podman *docker.Daemon, ref string
 	if log != nil {
 		fmt.Fprintf(log, "podman: copying workload image %s (%.19s) from Docker into Podman's storage (once per image)\n", ref, id)
 	}
-	rc, err := dockerEng.API().ImageSave(ctx, []string{ref})
+	out, err := dockerEng.SaveInto(ctx, podman, ref)
 	if err != nil {
-		return "", fmt.Errorf("saving workload image %s from Docker: %w", ref, err)
-	}
-	defer rc.Close()
-	resp, err := podman.API().ImageLoad(ctx, rc)
-	if err != nil {
-		return "", fmt.Errorf("loading workload image %s into Podman: %w", ref, err)
-	}
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return "", fmt.Errorf("loading workload image %s into Podman: %w", ref, err)
+		return "", fmt.Errorf("copying the workload image from Docker into Podman: %w", err)
 	}
 	if _, err := podman.API().ImageInspect(ctx, id); err != nil {
-		return "", fmt.Errorf("Podman loaded workload image %s but has no image %s: %w (it said: %s)", ref, id, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("Podman loaded workload image %s but has no image %s: %w (it said: %s)", ref, id, err, strings.TrimSpace(out))
 	}
 	if log != nil {
 		fmt.Fprintf(log, "podman: workload image copied in %v\n", time.Since(start).Round(time.Second))
