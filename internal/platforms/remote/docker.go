@@ -43,8 +43,6 @@ type Engines struct {
 	mu     sync.Mutex
 	byHost map[string]*docker.Daemon
 	images map[string]bool // host + "\x00" + image: copied or found
-	// Copied says which hosts were given the image (for the record).
-	Copied []string
 }
 
 // For returns host h's engine holding image, connecting and copying the
@@ -73,12 +71,8 @@ func (e *Engines) For(ctx context.Context, h DockerHost, image string) (*docker.
 		if e.Log != nil {
 			fmt.Fprintf(e.Log, "host %s: making sure its Docker engine (%s) holds image %s: copied from this machine's engine when it does not (once per image)\n", h.Name(), h.DockerSocket(), image)
 		}
-		copied, err := local.CopyImage(ctx, eng, image)
-		if err != nil {
+		if _, err := local.CopyImage(ctx, eng, image); err != nil {
 			return nil, fmt.Errorf("giving host %s the image: %w", h.Name(), err)
-		}
-		if copied {
-			e.Copied = append(e.Copied, h.Name())
 		}
 		e.images[key] = true
 	}

@@ -148,13 +148,13 @@ func (p on) freePortsOn(ctx context.Context, addr string, n int) ([]int, error) 
 	if n == 0 {
 		return nil, nil
 	}
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "ports", Argv: []string{p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
+	stdout, err := p.run(ctx, "finding free ports", p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", addr)
 	if err != nil {
-		return nil, p.hostErr("finding free ports", err)
+		return nil, err
 	}
-	f := strings.Fields(string(r.Stdout))
-	if r.ExitCode != 0 || len(f) != n {
-		return nil, p.hostErr("finding free ports", fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr))))
+	f := strings.Fields(string(stdout))
+	if len(f) != n {
+		return nil, p.hostErr("finding free ports", fmt.Errorf("%d ports in the answer %q, want %d", len(f), stdout, n))
 	}
 	out := make([]int, n)
 	for i := range f {
@@ -225,53 +225,45 @@ func (p on) copyVolume(ctx context.Context, hostPath string) error {
 	if err != nil {
 		return fmt.Errorf("digesting %s here: %w", hostPath, err)
 	}
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", treeSum + `; sum "$1"`, "sh", hostPath}, Dir: "/"})
-	if err == nil && r.ExitCode != 0 {
-		err = errors.New(strings.TrimSpace(string(r.Stderr)))
-	}
+	there, err := p.run(ctx, "digesting "+hostPath, "sh", "-c", treeSum+`; sum "$1"`, "sh", hostPath)
 	if err != nil {
-		return p.hostErr("digesting "+hostPath, err)
+		return err
 	}
-	if strings.TrimSpace(string(r.Stdout)) == strings.TrimSpace(string(here)) {
+	if strings.TrimSpace(string(there)) == strings.TrimSpace(string(here)) {
 		return nil
 	}
 	tmp := hostPath + ".nn-put-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := p.host.Agent().Put(ctx, hostPath, tmp); err != nil {
 		return p.hostErr("copying "+hostPath, err)
 	}
-	r, err = p.host.Agent().Run(ctx, vmagent.Proc{Name: "volume", Argv: []string{"sh", "-c", `rm -rf -- "$1" && mv -- "$2" "$1"`, "sh", hostPath, tmp}, Dir: "/"})
-	if err == nil && r.ExitCode != 0 {
-		err = errors.New(strings.TrimSpace(string(r.Stderr)))
-	}
-	if err != nil {
-		return p.hostErr("putting "+hostPath+" in place", err)
-	}
-	return nil
+	_, err = p.run(ctx, "putting "+hostPath+" in place", "sh", "-c", `rm -rf -- "$1" && mv -- "$2" "$1"`, "sh", hostPath, tmp)
+	return err
 }
 
 // own gives the tree path on the host to uid and gid.
 func (p on) own(ctx context.Context, path string, uid, gid int) error {
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "chown", Argv: []string{"chown", "-R", "-h", fmt.Sprintf("%d:%d", uid, gid), "--", path}, Dir: "/"})
-	if err == nil && r.ExitCode != 0 {
-		err = errors.New(strings.TrimSpace(string(r.Stderr)))
-	}
-	if err != nil {
-		return p.hostErr("giving "+path+" to its server's user", err)
-	}
-	return nil
+	_, err := p.run(ctx, "giving "+path+" to its server's user", "chown", "-R", "-h", fmt.Sprintf("%d:%d", uid, gid), "--", path)
+	return err
 }
 
 func (p on) removeDir(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: "rm", Argv: []string{"rm", "-rf", "--", dir}, Dir: "/"})
+	_, err := p.run(ctx, "removing "+dir, "rm", "-rf", "--", dir)
+	return err
+}
+
+// run runs argv on the host through its agent and returns its stdout; a
+// failure or a non-zero exit is an error naming the host and what.
+func (p on) run(ctx context.Context, what string, argv ...string) ([]byte, error) {
+	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: argv[0], Argv: argv, Dir: "/"})
 	if err == nil && r.ExitCode != 0 {
-		err = errors.New(strings.TrimSpace(string(r.Stderr)))
+		err = fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
 	}
 	if err != nil {
-		return p.hostErr("removing "+dir, err)
+		return nil, p.hostErr(what, err)
 	}
-	return nil
+	return r.Stdout, nil
 }
 
 // server is a process of the host's agent: vmagent.Process answers its
