@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nearnative/nearnative/internal/platform"
-	"github.com/nearnative/nearnative/internal/sshhost"
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
 // agentCmd is the hidden command nearnative runs on a remote host over
@@ -22,7 +22,7 @@ func (a *app) agentCmd() *cobra.Command {
 	var freePorts int
 	var on string
 	c := &cobra.Command{
-		Use:    sshhost.AgentArg,
+		Use:    vmagent.StdioArg,
 		Short:  "Serve nearnative's agent on a remote host (internal)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -39,7 +39,7 @@ func (a *app) agentCmd() *cobra.Command {
 				fmt.Fprintln(a.stdout, strings.Join(s, " "))
 				return nil
 			}
-			return sshhost.ServeAgent(c.Context(), os.Stdin)
+			return vmagent.ServeStdio(c.Context(), os.Stdin)
 		},
 	}
 	c.Flags().IntVar(&freePorts, "free-ports", 0, "print this many free TCP ports on --on and exit")

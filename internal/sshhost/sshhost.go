@@ -13,7 +13,6 @@
 package sshhost
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,11 +42,6 @@ const RemoteDir = "/var/tmp/nearnative"
 
 // RemoteBinary is the pushed binary's path.
 const RemoteBinary = RemoteDir + "/nearnative"
-
-// AgentArg is the hidden nearnative command that serves the agent on a
-// remote host: it reads the API token from its first line of stdin and
-// stops when stdin ends.
-const AgentArg = "agent"
 
 // ErrHostKey is matched by errors refusing a host's key (unknown or
 // changed): bad input the user fixes in known_hosts.
@@ -461,42 +455,16 @@ func (c *Conn) startAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Start(c.bin + " " + AgentArg); err != nil {
+	if err := s.Start(c.bin + " " + vmagent.StdioArg); err != nil {
 		return c.errorf("starting the agent: %w", err)
 	}
 	c.sess, c.stdin = s, stdin
-	token := vmagent.NewToken()
-	if _, err := io.WriteString(stdin, token+"\n"); err != nil {
-		return c.errorf("handing the agent its token: %w", err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, "NEARNATIVE-AGENT-READY "); ok && !sent {
-				ready <- strings.TrimSpace(rest)
-				sent = true
-				continue
-			}
-			c.stderr.Write([]byte(line + "\n"))
+	addr, token, err := vmagent.Handshake(ctx, stdin, stderr, c.stderr, 30*time.Second)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if !sent {
-			close(ready)
-		}
-	}()
-	var addr string
-	select {
-	case a, ok := <-ready:
-		if !ok {
-			return c.errorf("the agent exited before serving: %s", c.stderr.String())
-		}
-		addr = a
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(30 * time.Second):
-		return c.errorf("the agent did not start within 30 s: %s", c.stderr.String())
+		return c.errorf("%w: %s", err, c.stderr.String())
 	}
 	c.agent = vmagent.NewClientDial(addr, token, func(ctx context.Context, network, a string) (net.Conn, error) {
 		return c.client.DialContext(ctx, "tcp", a)
@@ -581,25 +549,4 @@ func (c *Conn) Close() error {
 		}
 	}
 	return c.client.Close()
-}
-
-// ServeAgent is the agent command's body on a remote host: it reads the
-// token from the first line of stdin, serves the agent on 127.0.0.1 (port
-// chosen by the kernel, announced on stderr) and stops everything it
-// started when stdin ends.
-func ServeAgent(ctx context.Context, stdin io.Reader) error {
-	r := bufio.NewReader(stdin)
-	token, err := r.ReadString('\n')
-	token = strings.TrimSpace(token)
-	if err != nil || token == "" {
-		return errors.New("agent: no token on the first line of stdin")
-	}
-	os.Setenv(vmagent.TokenEnv, token)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		io.Copy(io.Discard, r) // until the session ends
-		cancel()
-	}()
-	return vmagent.Supervise(ctx, "127.0.0.1:0")
 }

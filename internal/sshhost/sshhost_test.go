@@ -16,13 +16,14 @@ import (
 	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/testbed"
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
 // The test binary is the binary pushed to the test-bed hosts: run as
 // `agent` there, it serves the agent as nearnative's hidden command does.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sshhost.AgentArg {
-		if err := sshhost.ServeAgent(context.Background(), os.Stdin); err != nil {
+	if len(os.Args) > 1 && os.Args[1] == vmagent.StdioArg {
+		if err := vmagent.ServeStdio(context.Background(), os.Stdin); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -55,7 +55,7 @@ func serve(params map[string]string) error {
 	}
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(Port))
 	log("serving on %s", addr)
-	fmt.Fprintln(os.Stderr, "NEARNATIVE-AGENT-READY")
+	fmt.Fprintln(os.Stderr, readyPrefix)
 	return http.ListenAndServe(addr, a.handler(powerOff))
 }
 
@@ -77,6 +77,7 @@ func (a *agent) handler(poweroff func()) http.Handler {
 	mux.HandleFunc("/put", a.auth(a.put))
 	mux.HandleFunc("/sched", a.auth(a.sched))
 	mux.HandleFunc("/time", a.auth(clock))
+	mux.HandleFunc("/dial", a.dial)
 	mux.HandleFunc("/poweroff", a.auth(func(r *http.Request) (any, error) {
 		go func() {
 			time.Sleep(100 * time.Millisecond)

@@ -73,7 +73,7 @@ func Supervise(ctx context.Context, addr string) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	fmt.Fprintln(os.Stderr, "NEARNATIVE-AGENT-READY", l.Addr())
+	fmt.Fprintln(os.Stderr, readyPrefix, l.Addr())
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

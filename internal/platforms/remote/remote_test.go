@@ -24,12 +24,13 @@ import (
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 	"github.com/nearnative/nearnative/internal/testbed"
+	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
 // The test binary is pushed to the test-bed hosts and serves as
 // nearnative's agent command there (with --free-ports too).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sshhost.AgentArg {
+	if len(os.Args) > 1 && os.Args[1] == vmagent.StdioArg {
 		fs := flag.NewFlagSet("agent", flag.ExitOnError)
 		n := fs.Int("free-ports", 0, "")
 		on := fs.String("on", "127.0.0.1", "")
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(0)
 		}
-		if err := sshhost.ServeAgent(context.Background(), os.Stdin); err != nil {
+		if err := vmagent.ServeStdio(context.Background(), os.Stdin); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

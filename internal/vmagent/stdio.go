@@ -1,0 +1,79 @@
+package vmagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// StdioArg is the hidden nearnative command that serves the agent on a
+// machine the run reaches through a stream (an SSH session on a remote
+// host, an exec into a driver pod): it reads the API token from its first
+// line of stdin, serves on 127.0.0.1 (port chosen by the kernel, announced
+// on stderr) and stops everything it started when stdin ends.
+const StdioArg = "agent"
+
+// readyPrefix starts the line on which an agent announces where it serves.
+const readyPrefix = "NEARNATIVE-AGENT-READY"
+
+// ServeStdio is the body of StdioArg.
+func ServeStdio(ctx context.Context, stdin io.Reader) error {
+	r := bufio.NewReader(stdin)
+	token, err := r.ReadString('\n')
+	token = strings.TrimSpace(token)
+	if err != nil || token == "" {
+		return errors.New("agent: no token on the first line of stdin")
+	}
+	os.Setenv(TokenEnv, token)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, r) // until the stream ends
+		cancel()
+	}()
+	return Supervise(ctx, "127.0.0.1:0")
+}
+
+// Handshake hands an agent just started as StdioArg (its stdin is w, its
+// stderr r) a fresh token, and waits up to timeout for the address it
+// serves on. The agent's other stderr lines go to logTo, also after the
+// handshake (for the errors of a later failure).
+func Handshake(ctx context.Context, w io.Writer, r io.Reader, logTo io.Writer, timeout time.Duration) (addr, token string, err error) {
+	token = NewToken()
+	if _, err := io.WriteString(w, token+"\n"); err != nil {
+		return "", "", fmt.Errorf("handing the agent its token: %w", err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, readyPrefix+" "); ok && !sent {
+				ready <- strings.TrimSpace(rest)
+				sent = true
+				continue
+			}
+			logTo.Write([]byte(line + "\n"))
+		}
+		if !sent {
+			close(ready)
+		}
+	}()
+	select {
+	case a, ok := <-ready:
+		if !ok {
+			return "", "", errors.New("the agent exited before serving")
+		}
+		return a, token, nil
+	case <-ctx.Done():
+		return "", "", ctx.Err()
+	case <-time.After(timeout):
+		return "", "", fmt.Errorf("the agent did not start within %v", timeout)
+	}
+}
