@@ -278,7 +278,18 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 				err = c.Check(ctx)
 			}
 		}
+		if err == nil {
+			if m, ok := p.(platform.ClientMaker); ok {
+				var own host.Host
+				if own, err = m.MakeClient(ctx); own != nil {
+					penv.Client = own // a driver pod: the platform removes it
+				}
+			}
+		}
 		if err != nil {
+			if c, ok := p.(platform.Closer); ok {
+				c.Close() // what Check or MakeClient made (a namespace)
+			}
 			if !errors.Is(err, platform.ErrUnavailable) {
 				// A mistake, not a missing piece: never skipped.
 				closeAll()
@@ -360,9 +371,5 @@ func (o *Opener) Beside(env platform.Env) (workload.HostPlatform, error) {
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
 		suts = append(suts, o.Hosts.Conn(h.Name))
 	}
-	p, err := remote.New("host", func(string) remote.Agent { return d }, append(suts, d), env, platform.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return p.BesideDriver(), nil
+	return remote.Beside(d, suts, env)
 }

@@ -180,6 +180,9 @@ func (a *app) run(ctx context.Context, args []string, f runFlags) error {
 	cfg := engine.Config{Study: st, Registry: a.reg, Store: db, Dir: a.dir, Resume: runid.ID(f.resume), Progress: disp,
 		Version: version.String(), NoWait: f.noWait, Reap: a.reaper(f.noReap), LoadProbe: engine.MeasureLoad,
 		Host: func(env platform.Env) (workload.HostPlatform, error) {
+			if d, ok := env.Client.(remote.Agent); ok {
+				return remote.Beside(d, nil, env) // in a driver pod, through its agent
+			}
 			return native.Beside("host", env, a.dir)
 		},
 		Local: func(env platform.Env) (workload.HostPlatform, error) {

@@ -9,6 +9,10 @@ import (
 // and run by nearnative's agent there (package sshhost).
 const SSH Kind = "ssh"
 
+// Pod is the kind of a client host that is a pod of a Kubernetes
+// cluster (a driver placed on a node), run by nearnative's agent there.
+const Pod Kind = "pod"
+
 // Job is how a process run on a remote host ended.
 type Job struct {
 	Stdout, Stderr []byte

@@ -400,8 +400,8 @@ func FormatPlace(m map[string]string) string {
 
 // ParsePlace reads Options.Place back into role -> node, checking each
 // pair: a role name and a node name (a DNS subdomain, as Kubernetes names
-// nodes). The load driver cannot be placed on a node: it runs on the
-// client host or on the driver hosts of a hosts file, not in a pod.
+// nodes). The role Driver places the load driver: it then runs in a pod
+// on that node instead of on the run's client host.
 func ParsePlace(s string) (map[string]string, error) {
 	m := map[string]string{}
 	if s == "" {
@@ -412,8 +412,6 @@ func ParsePlace(s string) (map[string]string, error) {
 		switch {
 		case !ok || role == "":
 			return nil, fmt.Errorf("place %q: want role=node pairs", s)
-		case role == Driver:
-			return nil, fmt.Errorf("place: driver on node %q: the load runs on the client host (or a driver host of --hosts), not in a pod; remove driver from place", node)
 		case !nodeName.MatchString(node):
 			return nil, fmt.Errorf("place: %s on %q: not a Kubernetes node name (lower-case letters, digits, '-' and '.')", role, node)
 		}
@@ -564,6 +562,15 @@ type Checker interface {
 // emulation note and why), for listings.
 type Accelerator interface {
 	Acceleration(ctx context.Context) string
+}
+
+// ClientMaker is implemented by a platform that may make its own client
+// host: a Kubernetes platform whose driver is placed on a node runs the
+// load in a pod there. The run's Open calls MakeClient after Check and
+// uses the host it returns for the platform's trials; nil leaves the
+// run's client host. The platform removes the host it made on Close.
+type ClientMaker interface {
+	MakeClient(ctx context.Context) (host.Host, error)
 }
 
 // Closer is implemented by platforms that hold resources across trials (a

@@ -330,9 +330,9 @@ func TestParseErrors(t *testing.T) {
 		{"place on a platform that is not Kubernetes", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: native-there, base: native, options: {place: {redis: node-b}}}\n")
 		}, `t.yaml:15: platforms[2].options.place: place names Kubernetes nodes, so only k8s-* platforms take it (base is native); to run servers on other machines, name them in a hosts file (--hosts) with its own place:`},
-		{"place of the driver", func(t *testing.T) string {
-			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-spread, base: k8s-pod, options: {place: {driver: node-b}}}\n")
-		}, `t.yaml:15: platforms[2].options: place: driver on node "node-b": the load runs on the client host (or a driver host of --hosts), not in a pod; remove driver from place`},
+		{"place of the driver on hostNetwork", func(t *testing.T) string {
+			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-hn, base: k8s-hostnet, options: {place: {driver: node-b}}}\n")
+		}, `t.yaml:15: platforms[2].options.place: driver: a hostNetwork pod listens on this machine's client link, which a driver pod does not reach; place the driver on k8s-pod, k8s-service, k8s-nodeport or k8s-guaranteed`},
 		{"place on a node name Kubernetes cannot have", func(t *testing.T) string {
 			return edit(t, "  - docker-nat\n", "  - docker-nat\n  - {name: k8s-spread, base: k8s-pod, options: {place: {redis: Node_B}}}\n")
 		}, `t.yaml:15: platforms[2].options: place: redis on "Node_B": not a Kubernetes node name (lower-case letters, digits, '-' and '.')`},

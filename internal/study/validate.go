@@ -247,6 +247,9 @@ func (v *validator) platforms() {
 		if o.Place != "" && platform.IsBuiltin(p.Base) && platform.Family(p.Base) != platform.FamilyKubernetes {
 			v.add(at("options.place", "options"), "%s.options.place: place names Kubernetes nodes, so only k8s-* platforms take it (base is %s); to run servers on other machines, name them in a hosts file (--hosts) with its own place:", where, p.Base)
 		}
+		if m, err := platform.ParsePlace(o.Place); err == nil && m[platform.Driver] != "" && p.Base == platform.K8sHostNet {
+			v.add(at("options.place", "options"), "%s.options.place: driver: a hostNetwork pod listens on this machine's client link, which a driver pod does not reach; place the driver on k8s-pod, k8s-service, k8s-nodeport or k8s-guaranteed", where)
+		}
 	}
 }
 

@@ -64,6 +64,9 @@ type Conn struct {
 	// local is the local cluster when the kubeconfig is its own.
 	local *cluster.Config
 	save  cluster.ImageSaver
+	// streams exec into pods and forward ports to them (a driver pod's
+	// agent); nil on a test's fake cluster that gives none.
+	streams podStreams
 
 	mu       sync.Mutex
 	facts    *Facts
@@ -111,7 +114,7 @@ func Connect(kubeconfig string, local cluster.Config, save cluster.ImageSaver) (
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
-	c := &Conn{Kubeconfig: kubeconfig, cs: cs, save: save, imported: map[string]error{}}
+	c := &Conn{Kubeconfig: kubeconfig, cs: cs, save: save, imported: map[string]error{}, streams: apiStreams{rc: rc, cs: cs}}
 	c.raw = func(ctx context.Context, path string) ([]byte, error) {
 		return cs.CoreV1().RESTClient().Get().AbsPath(path).DoRaw(ctx)
 	}

@@ -325,3 +325,55 @@ func TestClientHostOnEachKind(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverPodLive: with the driver placed on the node, the platform makes
+// a driver pod there from the workload image, with this binary copied in
+// and its agent reached through a port-forward; redis-benchmark runs in
+// it against a Redis pod, a connection opened from it reaches the pod,
+// and Close leaves no namespace.
+func TestDriverPodLive(t *testing.T) {
+	conn, ref := liveConn(t)
+	run := runid.New()
+	defer noNamespaces(t, conn, run)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f, err := conn.Facts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := k8s.New(k8s.Pod, "k8s-pod-drv", platform.Env{Run: run, Image: ref, LogDir: t.TempDir(), Log: testenv.Log{T: t}}, conn,
+		platform.Options{Place: platform.FormatPlace(map[string]string{platform.Driver: f.Node})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.(platform.Closer).Close()
+	if err := p.(platform.Checker).Check(ctx); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	start := time.Now()
+	h, err := p.(platform.ClientMaker).MakeClient(ctx)
+	if err != nil {
+		t.Fatalf("MakeClient: %v", err)
+	}
+	t.Logf("driver pod ready in %v: %s", time.Since(start).Round(time.Millisecond), h.Detail())
+	srv, err := p.Start(ctx, "it-drv", redisSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop(ctx)
+	addr := srv.Addr("redis")
+	if err := redisproto.WaitReadyDial(ctx, h.DialContext, addr, 30*time.Second); err != nil {
+		t.Fatalf("redis at %s from the driver pod: %v", addr, err)
+	}
+	hostPart, port, _ := net.SplitHostPort(addr)
+	job, err := h.(host.Remote).Drivers()[0].RunJob(ctx, []string{"redis-benchmark", "-h", hostPart, "-p", port, "-t", "set", "-n", "2000", "-q"}, nil)
+	if err != nil || job.ExitCode != 0 || !strings.Contains(string(job.Stdout), "SET") {
+		t.Fatalf("redis-benchmark in the driver pod: %+v, %v", job, err)
+	}
+	if job.CPU <= 0 {
+		t.Errorf("the job's CPU time was not measured: %+v", job)
+	}
+	if err := p.(platform.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+}

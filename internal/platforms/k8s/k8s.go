@@ -99,6 +99,10 @@ type platformImpl struct {
 	conn *Conn
 	// place is options.place: role -> node.
 	place map[string]string
+	// driverNode is the node of place's driver, "" when the load comes
+	// from the run's client host; driver is its pod once made.
+	driverNode string
+	driver     *driverPod
 
 	nsOnce sync.Once
 	nsErr  error
@@ -131,7 +135,10 @@ func New(kind, name string, env platform.Env, conn *Conn, opt platform.Options) 
 	if err != nil {
 		return nil, fmt.Errorf("k8s platform %s: %w", name, err)
 	}
-	return &platformImpl{kind: kind, name: name, env: env, opt: opt, conn: conn, place: place}, nil
+	if place[platform.Driver] != "" && kind == HostNet {
+		return nil, fmt.Errorf("k8s platform %s: place: driver: a hostNetwork pod listens on this machine's client link, which a driver pod does not reach; place the driver on k8s-pod, k8s-service, k8s-nodeport or k8s-guaranteed", name)
+	}
+	return &platformImpl{kind: kind, name: name, env: env, opt: opt, conn: conn, place: place, driverNode: place[platform.Driver]}, nil
 }
 
 // Name implements platform.Platform.
@@ -161,7 +168,7 @@ func (p *platformImpl) Check(ctx context.Context) error {
 				p.name, f.Node, f.CPUManager)
 		}
 	}
-	if p.kind != HostNet {
+	if p.kind != HostNet && p.driverNode == "" {
 		if err := p.env.ClientHost().CanRoute(); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -197,6 +204,9 @@ func (p *platformImpl) namespace(ctx context.Context) (string, error) {
 // Close implements platform.Closer: it deletes the platform's namespace
 // (and with it anything left in it) and waits until it is gone.
 func (p *platformImpl) Close() error {
+	if p.driver != nil {
+		p.driver.Close(context.Background())
+	}
 	if p.ns == "" || p.nsErr != nil {
 		return nil
 	}

@@ -74,7 +74,11 @@ func (p *platformImpl) checkPlaced(ctx context.Context, f Facts) error {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	for _, name := range p.placedNodes() {
-		if err := p.checkNode(ctx, f, name, res.Requests); err != nil {
+		need := res.Requests
+		if p.rolesOn(name) == platform.Driver {
+			need = nil // the driver pod requests nothing
+		}
+		if err := p.checkNode(ctx, f, name, need); err != nil {
 			return err
 		}
 	}
@@ -114,6 +118,9 @@ func (p *platformImpl) checkNode(ctx context.Context, f Facts, name string, need
 		if have, ok := n.Status.Allocatable[r]; ok && have.Cmp(want) < 0 {
 			return refuse("a server requests %s %s, the node has %s allocatable", r, want.String(), have.String())
 		}
+	}
+	if p.rolesOn(name) == platform.Driver {
+		return nil // no server there: CPU manager and address do not matter
 	}
 	if p.kind == Guaranteed {
 		if pol := p.conn.cpuManager(ctx, name); pol != "static" {

@@ -187,15 +187,6 @@ func TestCheckPlace(t *testing.T) {
 	}
 }
 
-// TestNewRejectsPlacedDriver: the load driver is no pod.
-func TestNewRejectsPlacedDriver(t *testing.T) {
-	f := newFakeCluster(t)
-	_, err := New(Pod, "spread", platform.Env{Run: testRun, Image: "img"}, f.conn, platform.Options{Place: "driver=node-b"})
-	if err == nil || !strings.Contains(err.Error(), "not in a pod") {
-		t.Fatalf("New with the driver placed = %v", err)
-	}
-}
-
 // linkHost is a client host on the link subnet, which routes anything.
 type linkHost struct {
 	host.Host

@@ -88,6 +88,17 @@ func (pl *Platform) BesideDriver() *Platform {
 	return pl
 }
 
+// Beside is the platform of the roles beside the driver on driver d: native
+// there, through its agent, its servers accepting the sut hosts' (suts)
+// connections.
+func Beside(d Agent, suts []Agent, env platform.Env) (*Platform, error) {
+	p, err := New("host", func(string) Agent { return d }, append(suts, d), env, platform.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return p.BesideDriver(), nil
+}
+
 // New returns the platform name whose servers run on place(spec name).
 func New(name string, place func(role string) Agent, suts []Agent, env platform.Env, opt platform.Options) (*Platform, error) {
 	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
