@@ -522,6 +522,12 @@ func (m measured) cpuFigures(res *workload.Result) []string {
 		m.acct.Record(CPU, float64(all), res)
 		if m.migrations >= 0 {
 			res.Values[MetricMigrations] = float64(m.migrations) / float64(all)
+		} else {
+			// Pods (and other servers whose threads this machine cannot
+			// see) have no migration count: a diagnostic left out, not a
+			// failed trial.
+			res.Unmeasured = append(res.Unmeasured, MetricMigrations)
+			res.Notes = append(res.Notes, MetricMigrations+": not measured, some of the servers on this platform do not report their threads' migrations")
 		}
 	} else {
 		problems = append(problems, "no order completed")

@@ -1,6 +1,7 @@
 package oltp
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,18 @@ func TestRecordMarks(t *testing.T) {
 				t.Errorf("order_ms %v, want about 5 steps x 9.5 ms", got)
 			}
 		})
+	}
+	// Servers that cannot count their migrations (pods) leave the
+	// diagnostic unmeasured, with a note, and the trial stands.
+	var res workload.Result
+	acct := workload.CPUAccount{Clients: 2 * time.Second, Servers: 18 * time.Second}
+	acct.Machine.Interval, acct.Machine.BusySeconds = 20*time.Second, 30
+	m := measured{r: result(1000, 1000, 19, 0, 0), acct: acct, tiers: map[string]time.Duration{}, migrations: -1}
+	if err := in.record(m, &res); err != nil {
+		t.Fatalf("record without migrations: %v", err)
+	}
+	if _, ok := res.Values[MetricMigrations]; ok || !slices.Contains(res.Unmeasured, MetricMigrations) {
+		t.Errorf("migrations unknown: value %v, unmeasured %v", res.Values[MetricMigrations], res.Unmeasured)
 	}
 }
 
