@@ -288,7 +288,9 @@ func (o *Opener) Open(ctx context.Context, env platform.Env, ps []study.Platform
 		}
 		if err != nil {
 			if c, ok := p.(platform.Closer); ok {
-				c.Close() // what Check or MakeClient made (a namespace)
+				if cerr := c.Close(); cerr != nil { // what Check or MakeClient made (a namespace)
+					err = fmt.Errorf("%w (and removing what it made: %v)", err, cerr)
+				}
 			}
 			if !errors.Is(err, platform.ErrUnavailable) {
 				// A mistake, not a missing piece: never skipped.

@@ -52,7 +52,7 @@ func kubernetesChecks(ctx context.Context, eng *docker.Daemon, o Options) []Chec
 	cs = append(cs, gc)
 	var denied []string
 	for _, kind := range k8s.Kinds {
-		if err := conn.CheckRBAC(ctx, kind); err != nil {
+		if err := conn.CheckRBAC(ctx, kind, false); err != nil {
 			denied = append(denied, kind+": "+err.Error())
 		}
 	}

@@ -94,9 +94,9 @@ func (c *Client) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		conn.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 	req, err := http.NewRequest(http.MethodPost, c.Base+"/dial?addr="+url.QueryEscape(addr), nil)
 	if err != nil {
+		stop()
 		conn.Close()
 		return nil, err
 	}
@@ -106,11 +106,12 @@ func (c *Client) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	if err = req.Write(conn); err == nil {
 		resp, err = http.ReadResponse(br, req)
 	}
+	if !stop() { // ctx ended: conn is closed, or about to be
+		conn.Close()
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		conn.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
 		return nil, fmt.Errorf("agent dial %s: %w", addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {

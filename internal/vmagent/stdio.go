@@ -45,9 +45,13 @@ func ServeStdio(ctx context.Context, stdin io.Reader) error {
 // handshake (for the errors of a later failure).
 func Handshake(ctx context.Context, w io.Writer, r io.Reader, logTo io.Writer, timeout time.Duration) (addr, token string, err error) {
 	token = NewToken()
-	if _, err := io.WriteString(w, token+"\n"); err != nil {
-		return "", "", fmt.Errorf("handing the agent its token: %w", err)
-	}
+	// The write may wait on the stream's set-up (a pipe into an exec that
+	// is still being negotiated): it is bounded by ctx and timeout too.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(w, token+"\n")
+		wrote <- err
+	}()
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(r)
@@ -65,15 +69,22 @@ func Handshake(ctx context.Context, w io.Writer, r io.Reader, logTo io.Writer, t
 			close(ready)
 		}
 	}()
-	select {
-	case a, ok := <-ready:
-		if !ok {
-			return "", "", errors.New("the agent exited before serving")
+	deadline := time.After(timeout)
+	for {
+		select {
+		case err := <-wrote:
+			if err != nil {
+				return "", "", fmt.Errorf("handing the agent its token: %w", err)
+			}
+		case a, ok := <-ready:
+			if !ok {
+				return "", "", errors.New("the agent exited before serving")
+			}
+			return a, token, nil
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		case <-deadline:
+			return "", "", fmt.Errorf("the agent did not start within %v", timeout)
 		}
-		return a, token, nil
-	case <-ctx.Done():
-		return "", "", ctx.Err()
-	case <-time.After(timeout):
-		return "", "", fmt.Errorf("the agent did not start within %v", timeout)
 	}
 }

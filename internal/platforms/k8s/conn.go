@@ -351,10 +351,11 @@ type Right struct {
 
 // Rights is the RBAC a run of kind needs: its own namespace (cluster
 // scope), and in it pods, their logs and events, ConfigMaps for files, and
-// Services for the Service kinds. hostNetwork pods need a namespace that
+// Services for the Service kinds; a driver pod adds exec and port-forward
+// into pods. hostNetwork pods need a namespace that
 // Pod Security admits at the privileged level; nearnative labels its
 // namespace so, which clusters with a restricted default may refuse.
-func Rights(kind string) []Right {
+func Rights(kind string, driver bool) []Right {
 	r := []Right{
 		{Resource: "namespaces", Verb: "create", Cluster: true},
 		{Resource: "namespaces", Verb: "delete", Cluster: true},
@@ -367,13 +368,17 @@ func Rights(kind string) []Right {
 	if kind == Service || kind == NodePort {
 		r = append(r, Right{Resource: "services", Verb: "create"}, Right{Resource: "services", Verb: "delete"})
 	}
+	if driver { // the driver pod: the binary copied in, its agent reached
+		r = append(r, Right{Resource: "pods", Subresource: "exec", Verb: "create"}, Right{Resource: "pods", Subresource: "portforward", Verb: "create"})
+	}
 	return r
 }
 
-// CheckRBAC asks the API server whether the kubeconfig's user has Rights.
-func (c *Conn) CheckRBAC(ctx context.Context, kind string) error {
+// CheckRBAC asks the API server whether the kubeconfig's user has Rights
+// (with a driver pod's when driver).
+func (c *Conn) CheckRBAC(ctx context.Context, kind string, driver bool) error {
 	var denied []string
-	for _, r := range Rights(kind) {
+	for _, r := range Rights(kind, driver) {
 		ra := &authv1.ResourceAttributes{Group: r.Group, Resource: r.Resource, Subresource: r.Subresource, Verb: r.Verb}
 		if !r.Cluster {
 			ra.Namespace = "nn-rbac-check"

@@ -24,8 +24,8 @@ import (
 )
 
 // driverBinary is where the nearnative binary goes in a driver pod (as on a
-// remote host, sshhost.RemoteBinary).
-const driverBinary = "/var/tmp/nearnative/nearnative"
+// remote host, sshhost.RemoteBinary); a variable for tests.
+var driverBinary = "/var/tmp/nearnative/nearnative"
 
 // driverPodName is the driver pod's name in the platform's namespace.
 const driverPodName = "driver"
@@ -57,7 +57,7 @@ type driverPod struct {
 	execDone chan struct{}
 	execErr  error
 	stderr   *tailbuf.Buffer
-	stopFwd  func()
+	fwd      *forward
 
 	closeOnce sync.Once
 }
@@ -129,7 +129,10 @@ func (p *platformImpl) startDriver(ctx context.Context) (_ *driverPod, err error
 		d.cpus, err = sysinfo.ParseIDList(strings.TrimSpace(string(job.Stdout)))
 	}
 	if err != nil || len(d.cpus) == 0 {
-		return nil, d.errorf("reading its online CPUs: %v", err)
+		if err == nil {
+			err = fmt.Errorf("none in %q", job.Stdout)
+		}
+		return nil, d.errorf("reading its online CPUs: %w", err)
 	}
 	return d, nil
 }
@@ -201,23 +204,32 @@ func (d *driverPod) startAgent(ctx context.Context) error {
 	go func() {
 		defer close(d.execDone)
 		d.execErr = d.p.conn.streams.Exec(actx, d.pd.ns, d.pd.name, driverPodName, []string{driverBinary, vmagent.StdioArg}, inR, io.Discard, errW)
-		errW.Close()
-		inR.Close()
+		err := d.execErr
+		if err == nil {
+			err = io.EOF
+		}
+		errW.CloseWithError(err)
+		inR.CloseWithError(err)
 	}()
 	addr, token, err := vmagent.Handshake(ctx, inW, errR, d.stderr, agentStartTimeout)
 	if err != nil {
-		return d.errorf("starting its agent: %w: %s", err, d.stderr.String())
+		select { // the exec's own reason, when it ended
+		case <-d.execDone:
+			err = fmt.Errorf("%w; %v", err, d.Dropped())
+		case <-time.After(time.Second):
+			err = fmt.Errorf("%w: %s", err, d.stderr.String())
+		}
+		return d.errorf("starting its agent: %w", err)
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return d.errorf("its agent serves on %q: %w", addr, err)
 	}
-	local, stop, err := d.p.conn.streams.Forward(d.pd.ns, d.pd.name, int(ap.Port()))
-	if err != nil {
+	d.fwd = &forward{streams: d.p.conn.streams, ns: d.pd.ns, pod: d.pd.name, port: int(ap.Port())}
+	if err := d.fwd.open(ctx); err != nil {
 		return d.errorf("forwarding a port to its agent: %w", err)
 	}
-	d.stopFwd = stop
-	d.agent = vmagent.NewClientAddr(fmt.Sprintf("127.0.0.1:%d", local), token)
+	d.agent = vmagent.NewClientDial(addr, token, d.fwd.dial)
 	if err := d.agent.Ping(ctx); err != nil {
 		return d.errorf("its agent does not answer through the port-forward: %w", err)
 	}
@@ -292,8 +304,8 @@ func (d *driverPod) Close(context.Context) error {
 			}
 			d.cancel()
 		}
-		if d.stopFwd != nil {
-			d.stopFwd()
+		if d.fwd != nil {
+			d.fwd.close()
 		}
 	})
 	return nil
@@ -353,5 +365,65 @@ func (d *driverPod) Dropped() error {
 		return fmt.Errorf("the driver pod's agent ended: %w: %s", err, d.stderr.String())
 	default:
 		return nil
+	}
+}
+
+// forward is the driver pod's agent port on this machine's loopback: an
+// API-server port-forward, made again when it breaks (the API server or
+// the kubelet dropped its stream), so that a lost stream costs a
+// reconnect, not the rest of the run.
+type forward struct {
+	streams podStreams
+	ns, pod string
+	port    int
+
+	mu     sync.Mutex
+	local  int
+	done   <-chan struct{}
+	stop   func()
+	closed bool
+}
+
+// open makes the port-forward; mu is held or the forward not yet shared.
+func (f *forward) open(ctx context.Context) error {
+	local, done, stop, err := f.streams.Forward(ctx, f.ns, f.pod, f.port)
+	if err != nil {
+		return err
+	}
+	f.local, f.done, f.stop = local, done, stop
+	return nil
+}
+
+// dial connects to the agent through the forward, making it again first
+// when it has broken. Its address arguments are the agent's in the pod,
+// which the forward stands for.
+func (f *forward) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, errors.New("the port-forward to the driver pod's agent is closed")
+	}
+	select {
+	case <-f.done:
+		f.stop()
+		if err := f.open(ctx); err != nil {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("the port-forward to the driver pod's agent broke and could not be made again: %w", err)
+		}
+	default:
+	}
+	local := f.local
+	f.mu.Unlock()
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", local))
+}
+
+// close stops the forward; later dials fail.
+func (f *forward) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.stop != nil {
+		f.stop()
 	}
 }

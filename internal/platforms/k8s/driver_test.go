@@ -2,7 +2,8 @@ package k8s
 
 import (
 	"bufio"
-	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -36,39 +38,55 @@ func TestMain(m *testing.M) {
 }
 
 // localStreams are podStreams that run the pod's commands on this
-// machine: the binary copy is read and checked, the agent is this test
-// binary, and a port-forward is the port itself.
+// machine (the copy script and the copied binary, this test binary, as the
+// agent), and forward with a TCP proxy of their own.
 type localStreams struct {
-	mu     sync.Mutex
-	pushed int64 // bytes of the binary the pod received
-	execs  []string
+	mu       sync.Mutex
+	execs    []string
+	forwards []net.Listener
 }
 
 func (s *localStreams) Exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	s.mu.Lock()
 	s.execs = append(s.execs, ns+"/"+pod+"/"+container+": "+strings.Join(argv, " "))
 	s.mu.Unlock()
-	switch {
-	case argv[0] == "sh": // the binary's copy, gzip'd
-		zr, err := gzip.NewReader(stdin)
-		if err != nil {
-			return err
-		}
-		n, err := io.Copy(io.Discard, zr)
-		s.mu.Lock()
-		s.pushed = n
-		s.mu.Unlock()
-		return err
-	case argv[0] == driverBinary:
-		cmd := exec.CommandContext(ctx, os.Args[0], argv[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-		return cmd.Run()
+	if argv[0] != "sh" && argv[0] != driverBinary {
+		return fmt.Errorf("unexpected exec %v", argv)
 	}
-	return fmt.Errorf("unexpected exec %v", argv)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	return cmd.Run()
 }
 
-func (s *localStreams) Forward(ns, pod string, port int) (int, func(), error) {
-	return port, func() {}, nil
+func (s *localStreams) Forward(ctx context.Context, ns, pod string, port int) (int, <-chan struct{}, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				t, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					c.Close()
+					return
+				}
+				go func() { io.Copy(t, c); t.Close() }()
+				io.Copy(c, t)
+				c.Close()
+			}()
+		}
+	}()
+	s.mu.Lock()
+	s.forwards = append(s.forwards, l)
+	s.mu.Unlock()
+	return l.Addr().(*net.TCPAddr).Port, done, func() { l.Close() }, nil
 }
 
 // TestDriverPod: place: {driver: node-b} makes a driver pod on node-b in
@@ -80,6 +98,9 @@ func TestDriverPod(t *testing.T) {
 	f := threeNodes(t)
 	streams := &localStreams{}
 	f.conn.streams = streams
+	old := driverBinary
+	driverBinary = filepath.Join(t.TempDir(), "var", "tmp", "nearnative")
+	defer func() { driverBinary = old }()
 	p := f.platform(t, Pod, placeOpt(map[string]string{platform.Driver: "node-b", "redis": "node-c"}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -103,8 +124,8 @@ func TestDriverPod(t *testing.T) {
 		t.Errorf("driver pod on %s, labels %v, requests %v", po.Spec.NodeName, po.Labels, po.Spec.Containers[0].Resources.Requests)
 	}
 	self, _ := os.Executable()
-	if st, _ := os.Stat(self); streams.pushed != st.Size() {
-		t.Errorf("pushed %d bytes of the binary, it has %d", streams.pushed, st.Size())
+	if a, b := fileSum(t, self), fileSum(t, driverBinary); a != b {
+		t.Errorf("the pod's binary differs from this one (sha256 %s, want %s)", b, a)
 	}
 
 	r, ok := h.(host.Remote)
@@ -139,6 +160,18 @@ func TestDriverPod(t *testing.T) {
 	d := h.(*driverPod)
 	if d.Dropped() != nil || len(d.CPUs()) == 0 || d.offset.RTT <= 0 {
 		t.Errorf("dropped %v, CPUs %v, clock %+v", d.Dropped(), d.CPUs(), d.offset)
+	}
+
+	// The port-forward breaks: the next call makes it again.
+	streams.mu.Lock()
+	streams.forwards[0].Close()
+	streams.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	if job, err := r.Drivers()[0].RunJob(ctx, []string{"true"}, nil); err != nil || job.ExitCode != 0 {
+		t.Errorf("RunJob after the forward broke: %+v, %v", job, err)
+	}
+	if n := len(streams.forwards); n != 2 {
+		t.Errorf("%d port-forwards made, want 2 (one again after the break)", n)
 	}
 
 	if err := p.(platform.Closer).Close(); err != nil {
@@ -177,4 +210,15 @@ func TestDriverPodRefused(t *testing.T) {
 	if _, err := New(HostNet, HostNet, platform.Env{Run: testRun, Image: "x"}, f.conn, placeOpt(map[string]string{platform.Driver: "node-b"})); err == nil {
 		t.Error("k8s-hostnet took a driver pod")
 	}
+}
+
+// fileSum is the sha256 of a file's content.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }

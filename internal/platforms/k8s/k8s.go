@@ -153,7 +153,7 @@ func (p *platformImpl) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.conn.CheckRBAC(ctx, p.kind); err != nil {
+	if err := p.conn.CheckRBAC(ctx, p.kind, p.driverNode != ""); err != nil {
 		return err
 	}
 	if err := p.checkPlaced(ctx, f); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,8 +28,9 @@ type podStreams interface {
 	Exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error
 	// Forward listens on this machine's 127.0.0.1 (a port the kernel
 	// picks, returned) and carries each connection to port on the pod's
-	// own loopback, until stop is called.
-	Forward(ns, pod string, port int) (local int, stop func(), err error)
+	// own loopback, until stop is called or the forward breaks (done is
+	// closed then).
+	Forward(ctx context.Context, ns, pod string, port int) (local int, done <-chan struct{}, stop func(), err error)
 }
 
 // apiStreams are podStreams of a real cluster.
@@ -59,10 +61,10 @@ func (s apiStreams) Exec(ctx context.Context, ns, pod, container string, argv []
 
 // Forward implements podStreams over SPDY (the pods/portforward
 // subresource).
-func (s apiStreams) Forward(ns, pod string, port int) (int, func(), error) {
+func (s apiStreams) Forward(ctx context.Context, ns, pod string, port int) (int, <-chan struct{}, func(), error) {
 	rt, up, err := spdy.RoundTripperFor(streaming(s.rc))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	u := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(up, &http.Client{Transport: rt}, http.MethodPost, u)
@@ -70,25 +72,28 @@ func (s apiStreams) Forward(ns, pod string, port int) (int, func(), error) {
 	errOut := &tailbuf.Buffer{Max: 2048}
 	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, stopCh, readyCh, io.Discard, errOut)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- pf.ForwardPorts() }()
+	var once sync.Once
+	stop := func() { once.Do(func() { close(stopCh) }) }
+	done := make(chan struct{})
+	var ferr error
+	go func() {
+		ferr = pf.ForwardPorts()
+		close(done)
+	}()
 	select {
 	case <-readyCh:
-	case err := <-done:
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s port %d: %v %s", ns, pod, port, err, errOut.String())
+	case <-done:
+		return 0, nil, nil, fmt.Errorf("port-forward to pod %s/%s port %d: %v %s", ns, pod, port, ferr, errOut.String())
+	case <-ctx.Done():
+		stop()
+		return 0, nil, nil, ctx.Err()
 	}
 	ports, err := pf.GetPorts()
 	if err != nil || len(ports) != 1 {
-		close(stopCh)
-		return 0, nil, fmt.Errorf("port-forward to pod %s/%s port %d: no local port (%v)", ns, pod, port, err)
+		stop()
+		return 0, nil, nil, fmt.Errorf("port-forward to pod %s/%s port %d: no local port (%v)", ns, pod, port, err)
 	}
-	stopped := false
-	return int(ports[0].Local), func() {
-		if !stopped {
-			stopped = true
-			close(stopCh)
-		}
-	}, nil
+	return int(ports[0].Local), done, stop, nil
 }
