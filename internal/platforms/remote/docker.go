@@ -112,9 +112,6 @@ type Docker struct {
 // clientFor(h) is the client host whose servers are served at h's
 // address.
 func NewDocker(kind, name string, place func(role string) DockerHost, suts []DockerHost, env platform.Env, opt platform.Options, engines *Engines, clientFor func(h DockerHost) host.Host) (*Docker, error) {
-	if opt.Pin != "" {
-		return nil, platform.Unavailablef("platform %s: pin is not applied on remote hosts yet (cpuset is)", name)
-	}
 	// Before any engine is reached or given the image.
 	for _, h := range suts {
 		if err := docker.RemoteRefusal(kind, name, h.Name()); err != nil {

@@ -101,8 +101,8 @@ func Beside(d Agent, suts []Agent, env platform.Env) (*Platform, error) {
 
 // New returns the platform name whose servers run on place(spec name).
 func New(name string, place func(role string) Agent, suts []Agent, env platform.Env, opt platform.Options) (*Platform, error) {
-	if opt.CPUs > 0 || opt.Memory != "" || opt.Pin != "" {
-		return nil, platform.Unavailablef("platform %s: cpus, memory and pin are not applied on remote hosts yet (cpuset is)", name)
+	if opt.CPUs > 0 || opt.Memory != "" {
+		return nil, platform.Unavailablef("platform %s: cpus and memory are not applied to native on remote hosts yet (cpuset and pin are)", name)
 	}
 	p := &Platform{name: name, place: place, env: env, opt: opt, kind: kindSUT}
 	for _, h := range suts {

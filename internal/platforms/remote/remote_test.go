@@ -176,7 +176,7 @@ func TestRefusal(t *testing.T) {
 			t.Errorf("%s on a remote host: %v", base, err)
 		}
 	}
-	if _, err := remote.NewDocker(platform.DockerNAT, "n", nil, nil, platform.Env{}, platform.Options{Pin: "spread"}, &remote.Engines{}, nil); !errors.Is(err, platform.ErrUnavailable) {
-		t.Errorf("pin on a remote Docker: %v", err)
+	if _, err := remote.New("n", nil, nil, platform.Env{}, platform.Options{CPUs: 1}); !errors.Is(err, platform.ErrUnavailable) {
+		t.Errorf("cpus on remote native: %v", err)
 	}
 }
