@@ -69,6 +69,13 @@ type Proc struct {
 	User  string            `json:"user,omitempty"`
 	// CPUSet confines the process to these CPUs (taskset), "" for none.
 	CPUSet string `json:"cpuset,omitempty"`
+	// CPUs (a quota in CPUs) and MemoryBytes limit the process and its
+	// children through a cgroup of their own, as native does on this
+	// machine (package cgroup, under the run of Env's NEARNATIVE_RUN; the
+	// agent needs root); 0 for none. The group goes when the process has
+	// ended.
+	CPUs        float64 `json:"cpus,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	// Own lists directories given to User before the process starts
 	// (data directories copied in or mounted).
 	Own []string `json:"own,omitempty"`

@@ -61,7 +61,7 @@ func TestDial(t *testing.T) {
 	bad.Token = "wrong"
 	for _, tc := range []struct {
 		name, addr, want string
-		c              *Client
+		c                *Client
 	}{
 		{"refused", refused, "refused", c},
 		{"no port", "127.0.0.1", "want HOST:PORT", c},

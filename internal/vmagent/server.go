@@ -18,6 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/cgroup"
+	"github.com/nearnative/nearnative/internal/deathsig"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
@@ -33,6 +36,9 @@ type agent struct {
 	// with the started processes when the agent stops (a remote host's
 	// agent whose SSH session ended).
 	jobs map[int]bool
+	// limited are the runs whose processes it gave cgroups (Proc's
+	// limits): their cgroup trees go when the agent stops.
+	limited map[runid.ID]bool
 }
 
 type proc struct {
@@ -113,8 +119,32 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-// prepare writes the files and builds the command of p.
-func prepare(p Proc) (*exec.Cmd, error) {
+// prepare writes the files and builds the command of p; release removes
+// what it made for the command (its cgroup) once the command has ended.
+func prepare(p Proc) (cmd *exec.Cmd, release func(), err error) {
+	release = func() {}
+	if p.CPUs <= 0 && p.MemoryBytes <= 0 {
+		cmd, err = prepareCmd(p, nil)
+		return cmd, release, err
+	}
+	run, err := runid.Parse(p.Env[runid.EnvVar])
+	if err != nil {
+		return nil, nil, fmt.Errorf("limits of %s: the process has no valid %s in its environment, which names its cgroup", p.Name, runid.EnvVar)
+	}
+	g, err := cgroup.New(run, p.Name, cgroup.Limits{CPUs: p.CPUs, MemoryBytes: p.MemoryBytes})
+	if err != nil {
+		return nil, nil, fmt.Errorf("limits of %s (cpus %v, memory %d bytes): %w", p.Name, p.CPUs, p.MemoryBytes, err)
+	}
+	if cmd, err = prepareCmd(p, g.Wrap); err != nil {
+		g.Remove()
+		return nil, nil, err
+	}
+	return cmd, func() { g.Remove() }, nil
+}
+
+// prepareCmd writes the files and builds the command of p, its argv passed
+// through wrap (a cgroup's) when wrap is not nil.
+func prepareCmd(p Proc, wrap func([]string) []string) (*exec.Cmd, error) {
 	if len(p.Argv) == 0 {
 		return nil, errors.New("empty argv")
 	}
@@ -152,16 +182,7 @@ func prepare(p Proc) (*exec.Cmd, error) {
 		}
 		argv = append([]string{ts, "-c", p.CPUSet}, argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = p.Dir
-	cmd.Env = os.Environ()
-	for k, v := range p.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if p.Stdin != nil {
-		cmd.Stdin = bytes.NewReader(p.Stdin)
-	}
+	var cred *syscall.Credential
 	if p.User != "" {
 		u, err := user.Lookup(p.User)
 		if err != nil {
@@ -177,8 +198,28 @@ func prepare(p Proc) (*exec.Cmd, error) {
 				return nil
 			})
 		}
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if wrap != nil {
+			// Join the cgroup as root, then drop to the user (setpriv
+			// execs without forking).
+			argv = deathsig.Setpriv(uid, gid, argv...)
+		} else {
+			cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		}
 	}
+	if wrap != nil {
+		argv = wrap(argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = p.Dir
+	cmd.Env = os.Environ()
+	for k, v := range p.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(p.Stdin)
+	}
+	cmd.SysProcAttr.Credential = cred
 	return cmd, nil
 }
 
@@ -187,10 +228,11 @@ func (a *agent) start(r *http.Request) (any, error) {
 	if err := decode(r, &p); err != nil {
 		return nil, err
 	}
-	cmd, err := prepare(p)
+	cmd, release, err := prepare(p)
 	if err != nil {
 		return nil, err
 	}
+	a.noteLimits(p)
 	name := p.Name
 	if name == "" {
 		name = filepath.Base(p.Argv[0])
@@ -203,12 +245,14 @@ func (a *agent) start(r *http.Request) (any, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := startTracked(cmd); err != nil {
 		f.Close()
+		release()
 		return nil, fmt.Errorf("starting %s: %w", p.Argv[0], err)
 	}
 	pr := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		pr.err = cmd.Wait()
 		untrack(cmd.Process.Pid)
+		release()
 		f.Close()
 		close(pr.done)
 	}()
@@ -276,6 +320,29 @@ func (a *agent) killAll() {
 	for pgid := range a.jobs {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 	}
+	for run := range a.limited {
+		for _, l := range cgroup.Leftovers(run) {
+			if err := cgroup.RemoveTree(l.Dir); err != nil {
+				log("removing %s: %v", l.Dir, err)
+			}
+		}
+		delete(a.limited, run)
+	}
+}
+
+// noteLimits remembers p's run when p has limits (a cgroup under it).
+func (a *agent) noteLimits(p Proc) {
+	if p.CPUs <= 0 && p.MemoryBytes <= 0 {
+		return
+	}
+	if run, err := runid.Parse(p.Env[runid.EnvVar]); err == nil {
+		a.mu.Lock()
+		if a.limited == nil {
+			a.limited = map[runid.ID]bool{}
+		}
+		a.limited[run] = true
+		a.mu.Unlock()
+	}
 }
 
 func (a *agent) run(r *http.Request) (any, error) {
@@ -283,10 +350,12 @@ func (a *agent) run(r *http.Request) (any, error) {
 	if err := decode(r, &p); err != nil {
 		return nil, err
 	}
-	cmd, err := prepare(p)
+	cmd, release, err := prepare(p)
 	if err != nil {
 		return nil, err
 	}
+	a.noteLimits(p)
+	defer release()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -13,7 +13,7 @@ import (
 // RunJob implements platform.JobRunner: the command runs through the agent
 // of the host the job's name is placed on, in a private directory holding
 // the spec's files (named as a server's, so that cleanup --hosts finds it),
-// confined to the platform's cpuset; cancelling ctx ends it.
+// confined to the platform's cpuset and limits; cancelling ctx ends it.
 func (pl *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec) (platform.JobResult, error) {
 	var res platform.JobResult
 	if err := spec.Validate(); err != nil {
@@ -31,6 +31,7 @@ func (pl *Platform) RunJob(ctx context.Context, trial string, spec platform.Spec
 		return res, fmt.Errorf("job %s: empty command", spec.Name)
 	}
 	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: res.Command, Dir: dir, CPUSet: pl.opt.CPUSet,
+		CPUs: pl.opt.CPUs, MemoryBytes: pl.opt.MemoryBytes(),
 		Env: map[string]string{runid.EnvVar: string(p.env.Run)}}
 	for k, v := range spec.Env {
 		proc.Env[k] = v

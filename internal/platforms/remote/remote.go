@@ -101,9 +101,6 @@ func Beside(d Agent, suts []Agent, env platform.Env) (*Platform, error) {
 
 // New returns the platform name whose servers run on place(spec name).
 func New(name string, place func(role string) Agent, suts []Agent, env platform.Env, opt platform.Options) (*Platform, error) {
-	if opt.CPUs > 0 || opt.Memory != "" {
-		return nil, platform.Unavailablef("platform %s: cpus and memory are not applied to native on remote hosts yet (cpuset and pin are)", name)
-	}
 	p := &Platform{name: name, place: place, env: env, opt: opt, kind: kindSUT}
 	for _, h := range suts {
 		p.peers = append(p.peers, h.Addr())
@@ -197,6 +194,7 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 	}
 	l := platform.Listen{Host: addr, Ports: ports, Dir: dir, From: from}
 	proc := vmagent.Proc{Name: trial + "-" + spec.Name, Argv: spec.Command(l), Dir: dir, User: spec.User, CPUSet: cpuset,
+		CPUs: p.opt.CPUs, MemoryBytes: p.opt.MemoryBytes(),
 		Env: map[string]string{runid.EnvVar: string(p.env.Run)}, Own: own}
 	for k, v := range spec.Env {
 		proc.Env[k] = v

@@ -176,7 +176,5 @@ func TestRefusal(t *testing.T) {
 			t.Errorf("%s on a remote host: %v", base, err)
 		}
 	}
-	if _, err := remote.New("n", nil, nil, platform.Env{}, platform.Options{CPUs: 1}); !errors.Is(err, platform.ErrUnavailable) {
-		t.Errorf("cpus on remote native: %v", err)
-	}
+
 }
