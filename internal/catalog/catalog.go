@@ -80,6 +80,16 @@ func (e *Docker) Get(ctx context.Context) (*docker.Daemon, error) {
 	return e.eng, e.err
 }
 
+// API is the connected engine's API (vm.APIFunc), connecting on the first
+// call.
+func (e *Docker) API(ctx context.Context) (client.APIClient, error) {
+	eng, err := e.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return eng.API(), nil
+}
+
 // CheckDockerHost returns an unavailable-platform error when host (the value
 // of DOCKER_HOST) names an engine on another machine: every client and
 // measurement of nearnative assumes the servers run on this one. A unix
@@ -155,6 +165,15 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		}
 		p, err := remote.NewDocker(sp.Base, sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options, o.engines,
 			func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
+		return p, client, err
+	}
+	if sp.Base == platform.VM || sp.Base == platform.VMDocker || sp.Base == platform.VMDockerHost {
+		if o.NoImage != nil {
+			return nil, client, platform.Unavailablef("%v", o.NoImage)
+		}
+		// Guests boot on the first sut host (the one a role without
+		// place: goes to); their disk is built here from the local image.
+		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, sut)
 		return p, client, err
 	}
 	var suts []remote.Agent
@@ -336,13 +355,7 @@ func Build(ctx context.Context, sp study.Platform, env platform.Env, dir state.D
 	case platform.LXC:
 		return lxc.New(sp.Name, env, dir, sp.Options, engine.Get)
 	case platform.VM, platform.VMDocker, platform.VMDockerHost:
-		return vm.NewKind(sp.Base, sp.Name, env, dir, sp.Options, func(ctx context.Context) (client.APIClient, error) {
-			eng, err := engine.Get(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return eng.API(), nil
-		})
+		return vm.NewKind(sp.Base, sp.Name, env, dir, sp.Options, engine.API)
 	case platform.K8sPod, platform.K8sService, platform.K8sNodePort, platform.K8sHostNet, platform.K8sGuaranteed:
 		conn, err := engine.Kube(ctx, dir)
 		if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/vmagent"
+	"github.com/nearnative/nearnative/internal/vmprobe"
 )
 
 // agentCmd is the hidden command nearnative runs on a remote host over
@@ -17,16 +19,25 @@ import (
 // stdin, serves the agent (the API VM guests serve) on 127.0.0.1, which the
 // run reaches through its SSH connection, and stops every process it
 // started when stdin ends (the session closed or the connection dropped).
-// With --free-ports it prints free ports on an address instead.
+// With --free-ports it prints free ports on an address instead; with
+// --vm-probe, how QEMU guests boot there (package vmprobe).
 func (a *app) agentCmd() *cobra.Command {
 	var freePorts int
 	var on string
+	var probe bool
 	c := &cobra.Command{
 		Use:    vmagent.StdioArg,
 		Short:  "Serve nearnative's agent on a remote host (internal)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if probe {
+				r, err := vmprobe.Probe(c.Context())
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(a.stdout).Encode(r)
+			}
 			if freePorts > 0 {
 				ports, err := platform.FreePorts(on, freePorts)
 				if err != nil {
@@ -44,5 +55,6 @@ func (a *app) agentCmd() *cobra.Command {
 	}
 	c.Flags().IntVar(&freePorts, "free-ports", 0, "print this many free TCP ports on --on and exit")
 	c.Flags().StringVar(&on, "on", "127.0.0.1", "address for --free-ports")
+	c.Flags().BoolVar(&probe, "vm-probe", false, "boot a probe guest (KVM, else TCG), print what it found as JSON and exit")
 	return c
 }

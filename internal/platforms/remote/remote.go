@@ -45,13 +45,13 @@ type Agent interface {
 }
 
 // Refusal is why platform kind base cannot run on a remote sut host yet,
-// or nil for native and Docker's kinds (NewDocker says which of those a
-// remote engine offers).
+// or nil for native, Docker's kinds (NewDocker says which of those a
+// remote engine offers) and the vm kinds (package vm's NewOn says which).
 func Refusal(base, host string) error {
-	if base == platform.Native || IsDocker(base) {
+	if base == platform.Native || IsDocker(base) || base == platform.VM || base == platform.VMDocker || base == platform.VMDockerHost {
 		return nil
 	}
-	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat and docker-host run on sut host %s, %s does not; run it without --hosts", host, base)
+	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat, docker-host and vm run on sut host %s, %s does not; run it without --hosts", host, base)
 }
 
 // IsDocker reports whether base is one of Docker's kinds (the network

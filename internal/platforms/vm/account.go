@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -16,7 +17,14 @@ const wholeGuestCPU = "the whole guest: the qemu process's CPU time on the host 
 // figure of a guest comparable with the cgroup CPU of a native server or a
 // container, since a guest's own clock does not see what the host spends on
 // it.
-func (g *guest) hostCPU() (time.Duration, error) {
+func (g *guest) hostCPU(ctx context.Context) (time.Duration, error) {
+	if g.cfg.remote != nil { // QEMU on a sut host: its agent reads /proc there
+		d, err := g.cfg.remote.on.Agent().CPUTime(ctx, g.pid)
+		if err != nil {
+			return 0, fmt.Errorf("sut host %s: the guest's CPU time: %w", g.cfg.remote.on.Name(), err)
+		}
+		return d, nil
+	}
 	if g.cmd == nil || g.cmd.Process == nil {
 		return 0, errors.New("guest not started")
 	}
@@ -28,14 +36,14 @@ func (g *guest) hostCPU() (time.Duration, error) {
 }
 
 // CPUTime implements platform.CPUReporter: the whole guest (see hostCPU).
-func (s *server) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU() }
+func (s *server) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU(ctx) }
 
 // CPUSource implements platform.CPUDescriber.
 func (s *server) CPUSource() string { return wholeGuestCPU }
 
 // CPUTime implements platform.CPUReporter: the whole guest (see hostCPU),
 // its Docker engine included.
-func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU() }
+func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) { return s.g.hostCPU(ctx) }
 
 // CPUSource implements platform.CPUDescriber.
 func (s *dockerServer) CPUSource() string { return wholeGuestCPU }

@@ -59,6 +59,9 @@ type guestConfig struct {
 	Routes  []string
 	Index   int // guest number within the run: tap name and address
 	Console string
+	// remote is the platform whose sut host the guest boots on (its Disk
+	// a qcow2 file there); nil: this machine.
+	remote *Platform
 }
 
 // guest is one running QEMU guest.
@@ -74,6 +77,10 @@ type guest struct {
 	agent   *vmagent.Client
 	boot    time.Duration
 	console *os.File
+	// pid is QEMU's on a sut host, as its agent knows it; consoleAt the
+	// console file there.
+	pid       int
+	consoleAt string
 }
 
 func randomToken() string {
@@ -96,6 +103,9 @@ func bootGuest(ctx context.Context, cfg guestConfig) (*guest, error) {
 }
 
 func (g *guest) start(ctx context.Context) error {
+	if g.cfg.remote != nil {
+		return g.startOn(ctx)
+	}
 	cfg := g.cfg
 	start := time.Now()
 	var err error
@@ -187,7 +197,7 @@ func (g *guest) qemuArgs(drive, netdev, gw, tokenFile string) []string {
 		vmagent.ParamIP + "=" + g.ip + "/24", vmagent.ParamGW + "=" + gw,
 		vmagent.ParamName + "=" + "nn-guest",
 	}, " ")
-	if cfg.Bridge != nil && len(cfg.Routes) > 0 {
+	if (cfg.Bridge != nil || cfg.remote != nil) && len(cfg.Routes) > 0 {
 		appendArgs += " " + vmagent.ParamRoutes + "=" + strings.Join(cfg.Routes, ",")
 	}
 	accel, cpu := "tcg,thread=multi", "max"
@@ -203,7 +213,7 @@ func (g *guest) qemuArgs(drive, netdev, gw, tokenFile string) []string {
 		"-drive", drive,
 		"-netdev", netdev,
 		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
-		"-serial", "file:" + cfg.Console,
+		"-serial", "file:" + g.consolePath(),
 		"-qmp", "unix:" + g.qmp + ",server=on,wait=off",
 	}
 }
@@ -262,7 +272,18 @@ func (g *guest) waitBoot(ctx context.Context) error {
 	return nil
 }
 
+// consolePath is the console file where QEMU runs.
+func (g *guest) consolePath() string {
+	if g.consoleAt != "" {
+		return g.consoleAt
+	}
+	return g.cfg.Console
+}
+
 func (g *guest) consoleTail(n int) string {
+	if g.cfg.remote != nil {
+		return g.consoleTailOn(n)
+	}
 	b, _ := os.ReadFile(g.cfg.Console)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
@@ -289,6 +310,9 @@ func (g *guest) exited(d time.Duration) bool {
 func (g *guest) shutdown(ctx context.Context) error {
 	// Teardown must work after Ctrl-C cancelled the run's context.
 	ctx = context.WithoutCancel(ctx)
+	if g.cfg.remote != nil {
+		return g.shutdownOn(ctx)
+	}
 	var errs []error
 	if g.cmd != nil && g.cmd.Process != nil {
 		if g.agent != nil {

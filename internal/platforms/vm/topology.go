@@ -31,6 +31,9 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
+	if p.on != nil {
+		return nil, platform.Unavailablef("%s: topologies in guests on sut host %s are not built yet (a guest's several servers on QEMU's user-mode network there): run this workload's vm rows without --hosts", p.name, p.on.Name())
+	}
 	ports, err := deploy.Ports(plan, p.env.ClientHost().ServerAddr())
 	if err != nil {
 		return nil, err

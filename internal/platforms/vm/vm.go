@@ -80,6 +80,13 @@ type Platform struct {
 	// userNet says why the fallback is used; "" with a bridge.
 	userNet string
 
+	// on is the sut host the guests boot on (NewOn); nil: this machine.
+	on Host
+	// staged maps the kernel, initramfs and disk here to their copies on
+	// the sut host; stagedDisk is the disk's (qcow2).
+	staged     map[string]string
+	stagedDisk string
+
 	mu      sync.Mutex
 	ready   bool
 	probe   vmprobe.Result
@@ -138,6 +145,15 @@ func (p *Platform) Name() string { return p.name }
 // Check implements platform.Checker: root, QEMU, a kernel with its modules,
 // mkfs.ext4, and a guest that boots (KVM or TCG).
 func (p *Platform) Check(ctx context.Context) error {
+	if p.on != nil {
+		r, err := p.checkOn(ctx)
+		if err == nil {
+			p.mu.Lock()
+			p.probe = r
+			p.mu.Unlock()
+		}
+		return err
+	}
 	if os.Geteuid() != 0 {
 		return platform.Unavailablef("%s needs root (bridge and tap devices): run nearnative as root", p.name)
 	}
@@ -193,31 +209,24 @@ func (p *Platform) prepare(ctx context.Context) error {
 }
 
 func (p *Platform) doPrepare(ctx context.Context) error {
-	var err error
-	if p.probe, err = Probe(ctx); err != nil {
-		return err
-	}
-	p.kernel = p.probe.Kernel
 	api, err := p.api(ctx)
 	if err != nil {
 		return err
 	}
-	if p.env.Image == "" {
-		// The run names no image when its study has no Docker platform:
-		// use the locally built one.
-		cfg, err := image.DefaultConfig()
-		if err != nil {
-			return fmt.Errorf("vm: finding the workload image: %w", err)
-		}
-		ref, present, err := image.Current(ctx, api, cfg)
-		if err != nil {
-			return fmt.Errorf("vm: finding the workload image: %w", err)
-		}
-		if !present {
-			return fmt.Errorf("vm: workload image %s is not built: run `nearnative image build`", ref)
-		}
-		p.env.Image = ref
+	if err := p.resolveImage(ctx, api); err != nil {
+		return err
 	}
+	if p.on != nil {
+		if err := p.prepareOn(ctx, api); err != nil {
+			return err
+		}
+		p.ready = true
+		return nil
+	}
+	if p.probe, err = Probe(ctx); err != nil {
+		return err
+	}
+	p.kernel = p.probe.Kernel
 	if p.initrd, err = BuildInitrd(p.dir, p.Exe, p.kernel); err != nil {
 		return err
 	}
@@ -247,6 +256,28 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 	return nil
 }
 
+// resolveImage names the workload image when the run names none (its study
+// has no Docker platform): the one built here.
+func (p *Platform) resolveImage(ctx context.Context, api client.APIClient) error {
+	if p.env.Image == "" {
+		// The run names no image when its study has no Docker platform:
+		// use the locally built one.
+		cfg, err := image.DefaultConfig()
+		if err != nil {
+			return fmt.Errorf("vm: finding the workload image: %w", err)
+		}
+		ref, present, err := image.Current(ctx, api, cfg)
+		if err != nil {
+			return fmt.Errorf("vm: finding the workload image: %w", err)
+		}
+		if !present {
+			return fmt.Errorf("vm: workload image %s is not built: run `nearnative image build`", ref)
+		}
+		p.env.Image = ref
+	}
+	return nil
+}
+
 // Close removes the bridge.
 func (p *Platform) Close() error {
 	p.mu.Lock()
@@ -269,7 +300,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 		p.mu.Unlock()
 		return nil, err
 	}
-	if _, err := os.Stat(p.initrd); err != nil {
+	if _, err := os.Stat(p.initrd); err != nil && p.on == nil {
 		// Pruned by another process since prepare: make it again.
 		initrd, err := BuildInitrd(p.dir, p.Exe, p.kernel)
 		if err != nil {
@@ -285,6 +316,15 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 		ForwardOn: p.env.ClientHost().ServerAddr(), Routes: p.clientRoutes(),
 		Console: filepath.Join(p.env.LogDir, name+"-console.log"),
 	}
+	if p.on != nil {
+		cfg.Kernel, cfg.Initrd, cfg.Disk = p.staged[p.kernel.Image], p.staged[p.initrd], p.stagedDisk
+		cfg.ForwardOn, cfg.remote = p.on.Addr().String(), p
+		// QEMU's user-mode network hands the guest a forwarded
+		// connection from the driver host's own address (only loopback
+		// sources become 10.0.2.2): the guest answers through the
+		// gateway; restrict=on still keeps it from reaching anything.
+		cfg.Routes = []string{"0.0.0.0/0"}
+	}
 	p.mu.Unlock()
 	return bootGuest(ctx, cfg)
 }
@@ -298,8 +338,12 @@ func (p *Platform) where(g *guest) string {
 	if g.cfg.Bridge != nil {
 		net = fmt.Sprintf("at %s on bridge %s (tap %s)", g.ip, g.cfg.Bridge.name, g.tap)
 	}
-	return fmt.Sprintf("QEMU guest, %s, %d vCPUs, %d MiB, disk from %s, booted in %v (not measured), %s",
-		accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
+	what := "QEMU guest"
+	if p.on != nil {
+		what = "QEMU guest on sut host " + p.on.Name()
+	}
+	return fmt.Sprintf("%s, %s, %d vCPUs, %d MiB, disk from %s, booted in %v (not measured), %s",
+		what, accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
 }
 
 // clientRoutes are the subnets a guest routes back to through the host:
@@ -347,9 +391,17 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 		return nil, fmt.Errorf("server %s: host volumes are not supported in a VM", spec.Name)
 	}
 	// Any free port is free in a fresh guest; ask the host for ephemeral
-	// ones, which are also free for the fallback's port forwards.
-	ports, err := platform.AssignPorts(spec, p.env.ClientHost().ServerAddr())
-	if err != nil {
+	// ones, which are also free for the fallback's port forwards (a sut
+	// host's kernel for its own address).
+	var ports map[string]int
+	var err error
+	if p.on != nil {
+		free, ferr := p.hostPorts(ctx, p.on.Addr().String(), len(spec.Ports))
+		if ferr != nil {
+			return nil, ferr
+		}
+		ports = platform.PortsFor(spec, free)
+	} else if ports, err = platform.AssignPorts(spec, p.env.ClientHost().ServerAddr()); err != nil {
 		return nil, err
 	}
 	if p.kind != platform.VM {
@@ -363,6 +415,9 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := s.start(ctx, spec); err != nil {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if p.on != nil {
+		return remoteServer{s}, nil
 	}
 	return s, nil
 }

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if vmagent.IsInit() {
 		os.Exit(vmagent.Main())
 	}
+	if len(os.Args) > 1 && os.Args[1] == vmagent.StdioArg {
+		os.Exit(agentMain(os.Args[2:])) // a sut host's agent (on_test.go)
+	}
 	os.Exit(m.Run())
 }
 
