@@ -51,7 +51,7 @@ const StageDir = "/var/tmp/nearnative/vm"
 // servers' ports forwarded on the host's address (no bridge there).
 func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, h Host) (*Platform, error) {
 	if kind != platform.VM {
-		return nil, platform.Unavailablef("%s on sut host %s is not built yet (vm is): its guest's Docker disk is seeded by a boot on this machine; run it without --hosts", kind, h.Name())
+		return nil, platform.Unavailablef("%s on sut host %s is not built yet (vm is): run it without --hosts", kind, h.Name())
 	}
 	p, err := NewKind(kind, name, env, dir, opt, api)
 	if err != nil {
