@@ -25,6 +25,7 @@ func (a *app) agentCmd() *cobra.Command {
 	var freePorts int
 	var on string
 	var probe bool
+	var kernel string
 	c := &cobra.Command{
 		Use:    vmagent.StdioArg,
 		Short:  "Serve nearnative's agent on a remote host (internal)",
@@ -33,6 +34,9 @@ func (a *app) agentCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			if probe {
 				r, err := vmprobe.Probe(c.Context())
+				if kernel != "" {
+					r, err = vmprobe.ProbeKernel(c.Context(), vmprobe.Kernel{Image: kernel})
+				}
 				if err != nil {
 					return err
 				}
@@ -56,5 +60,6 @@ func (a *app) agentCmd() *cobra.Command {
 	c.Flags().IntVar(&freePorts, "free-ports", 0, "print this many free TCP ports on --on and exit")
 	c.Flags().StringVar(&on, "on", "127.0.0.1", "address for --free-ports")
 	c.Flags().BoolVar(&probe, "vm-probe", false, "boot a probe guest (KVM, else TCG), print what it found as JSON and exit")
+	c.Flags().StringVar(&kernel, "kernel", "", "the kernel image --vm-probe boots (default: this machine's)")
 	return c
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nearnative/nearnative/internal/doctor"
 	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
+	"github.com/nearnative/nearnative/internal/platforms/vm"
 	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/store"
 	"github.com/nearnative/nearnative/internal/study"
@@ -203,10 +204,10 @@ func (a *app) cleanupHosts(ctx context.Context, path string, args []string, forc
 	// system (the test bed's), and the running agents keep their inodes.
 	for _, c := range conns {
 		if removeBinary {
-			if _, err := c.Output(ctx, "rm -f "+c.Self(), nil); err != nil {
-				failed = append(failed, fmt.Errorf("host %s: removing %s: %w", c.Host.Name, c.Self(), err))
+			if _, err := c.Output(ctx, "rm -rf "+c.Self()+" "+vm.StageDir, nil); err != nil {
+				failed = append(failed, fmt.Errorf("host %s: removing %s and %s: %w", c.Host.Name, c.Self(), vm.StageDir, err))
 			} else {
-				fmt.Fprintf(a.stdout, "host %s: removed %s\n", c.Host.Name, c.Self())
+				fmt.Fprintf(a.stdout, "host %s: removed %s and the VM guest files in %s\n", c.Host.Name, c.Self(), vm.StageDir)
 			}
 		}
 		c.Close()

@@ -227,6 +227,6 @@ names that are not run IDs are reported and never used.`,
 	c.Flags().BoolVar(&force, "force", false, "also clean runs whose nearnative process still holds them (without RUN: every run found)")
 	c.Flags().BoolVar(&orphans, "orphans", false, "without RUN, also clean the runs nothing here tells about (see above): only when none of them runs")
 	c.Flags().StringVar(&hostsFile, "hosts", "", "also clean every host of this hosts `FILE` (nearnative cleanup runs there with the same arguments), then this machine")
-	c.Flags().BoolVar(&removeBinary, "remove-binary", false, "with --hosts, also remove the nearnative binary pushed to each host")
+	c.Flags().BoolVar(&removeBinary, "remove-binary", false, "with --hosts, also remove the nearnative binary pushed to each host and the VM guests' kernel, initramfs and disk copied there")
 	return c
 }

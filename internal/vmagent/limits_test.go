@@ -3,6 +3,7 @@ package vmagent
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,13 +78,62 @@ func TestStartWithLimits(t *testing.T) {
 	}
 }
 
-// groupsNamed counts the cgroup directories named name under run.
+// groupsNamed counts the cgroup directories of processes named name
+// (name-N) under run.
 func groupsNamed(t *testing.T, run runid.ID, name string) int {
 	n := 0
 	for _, l := range cgroup.Leftovers(run) {
-		if _, err := os.Stat(l.Dir + "/" + name); err == nil {
-			n++
-		}
+		m, _ := filepath.Glob(l.Dir + "/" + name + "-*")
+		n += len(m)
 	}
 	return n
+}
+
+// TestOwnDir: a process directory someone else could have prepared is
+// refused; files are never written through a symlink.
+func TestOwnDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	base := t.TempDir()
+	os.Chmod(base, os.ModeSticky|0o777) // as /tmp
+	mk := func(name string, mode os.FileMode, uid int) string {
+		d := filepath.Join(base, name)
+		os.Mkdir(d, mode)
+		os.Chmod(d, mode)
+		os.Chown(d, uid, uid)
+		return d
+	}
+	os.Symlink(base, filepath.Join(base, "link"))
+	for _, tc := range []struct {
+		dir  string
+		want string // "" = accepted
+	}{
+		{mk("mine", 0o755, 0), ""},
+		{mk("theirs", 0o755, 65534), "belongs to uid 65534"},
+		{mk("open", 0o777, 0), "writable by other users"},
+		{mk("sticky", os.ModeSticky|0o777, 0), ""},
+		{filepath.Join(base, "link"), "not a directory"},
+	} {
+		err := ownDir(tc.dir, -1)
+		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("ownDir(%s) = %v, want %q", filepath.Base(tc.dir), err, tc.want)
+		}
+	}
+	if err := ownDir(filepath.Join(base, "theirs"), 65534); err != nil {
+		t.Errorf("the process's own user's directory: %v", err)
+	}
+	// Where only root may write, no one else could have made it.
+	if err := ownDir(mk("mine/theirs-inside", 0o755, 65534), -1); err != nil {
+		t.Errorf("a directory in a root-only one: %v", err)
+	}
+	target := filepath.Join(base, "target")
+	os.WriteFile(target, []byte("keep"), 0o644)
+	os.Symlink(target, filepath.Join(base, "mine", "token"))
+	if err := writeNoFollow(filepath.Join(base, "mine", "token"), []byte("secret"), 0o600); err == nil {
+		t.Error("wrote through a symlink")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the symlink's target was overwritten: %q", b)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -119,6 +120,9 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// groupSeq numbers the limited processes' cgroups.
+var groupSeq atomic.Int64
+
 // prepare writes the files and builds the command of p; release removes
 // what it made for the command (its cgroup) once the command has ended.
 func prepare(p Proc) (cmd *exec.Cmd, release func(), err error) {
@@ -131,7 +135,11 @@ func prepare(p Proc) (cmd *exec.Cmd, release func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("limits of %s: the process has no valid %s in its environment, which names its cgroup", p.Name, runid.EnvVar)
 	}
-	g, err := cgroup.New(run, p.Name, cgroup.Limits{CPUs: p.CPUs, MemoryBytes: p.MemoryBytes})
+	if p.Name == "" || strings.ContainsAny(p.Name, "/") || strings.Contains(p.Name, "..") {
+		return nil, nil, fmt.Errorf("limits of %q: a process with limits needs a name without '/' or '..' (its cgroup's)", p.Name)
+	}
+	// A group of its own even when another process of that name runs.
+	g, err := cgroup.New(run, fmt.Sprintf("%s-%d", p.Name, groupSeq.Add(1)), cgroup.Limits{CPUs: p.CPUs, MemoryBytes: p.MemoryBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("limits of %s (cpus %v, memory %d bytes): %w", p.Name, p.CPUs, p.MemoryBytes, err)
 	}
@@ -154,6 +162,15 @@ func prepareCmd(p Proc, wrap func([]string) []string) (*exec.Cmd, error) {
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	userUID := -1
+	if p.User != "" {
+		if u, err := user.Lookup(p.User); err == nil {
+			userUID, _ = strconv.Atoi(u.Uid)
+		}
+	}
+	if err := ownDir(p.Dir, userUID); err != nil {
+		return nil, err
+	}
 	for _, f := range p.Files {
 		if strings.HasPrefix(f.Path, "/") || strings.Contains(f.Path, "..") {
 			return nil, fmt.Errorf("file path %q must be relative", f.Path)
@@ -166,7 +183,7 @@ func prepareCmd(p Proc, wrap func([]string) []string) (*exec.Cmd, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, f.Content, mode); err != nil {
+		if err := writeNoFollow(path, f.Content, mode); err != nil {
 			return nil, err
 		}
 	}
@@ -240,6 +257,7 @@ func (a *agent) start(r *http.Request) (any, error) {
 	logPath := filepath.Join(a.logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = f, f
@@ -466,4 +484,51 @@ func machine(*http.Request) (any, error) {
 		return nil, err
 	}
 	return Machine{BootID: id, Stat: string(b), At: at}, nil
+}
+
+// ownDir refuses a process directory another user could have prepared (on
+// a shared host, a predictable name under /tmp): a symlink; and, in a
+// directory every user may write to (/tmp, /var/tmp), one that belongs to
+// someone other than root, the agent's user or the process's (uid
+// userUID, -1 for none), or that others may write to (unless sticky).
+func ownDir(dir string, userUID int) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symlink?): remove it", dir)
+	}
+	parent, err := os.Stat(filepath.Dir(dir))
+	if err != nil || parent.Mode().Perm()&0o002 == 0 || dir == "/" {
+		return nil // only its owners could have made it
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		uid := int(sys.Uid)
+		if uid != 0 && uid != os.Geteuid() && uid != userUID {
+			return fmt.Errorf("%s belongs to uid %d, not to the agent's user: remove it", dir, uid)
+		}
+	}
+	if st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("%s is writable by other users: remove it", dir)
+	}
+	return nil
+}
+
+// writeNoFollow writes a file as os.WriteFile does, but never through a
+// symlink, and with mode even when the file was there.
+func writeNoFollow(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -143,13 +143,20 @@ func numbers(s string) []int {
 // Probe boots the probe guest under KVM (when /dev/kvm exists) and falls
 // back to TCG.
 func Probe(ctx context.Context) (Result, error) {
-	var r Result
+	k, err := DefaultKernel()
+	if err != nil {
+		return Result{}, err
+	}
+	return ProbeKernel(ctx, k)
+}
+
+// ProbeKernel is Probe with the guest kernel k (only its Image is booted):
+// a sut host probes with the kernel its guests will boot, copied there.
+func ProbeKernel(ctx context.Context, k Kernel) (Result, error) {
+	r := Result{Kernel: k}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
 		return r, errors.New("qemu-system-x86_64 not found: apt-get install -y qemu-system-x86")
-	}
-	if r.Kernel, err = DefaultKernel(); err != nil {
-		return r, err
 	}
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		r.KVMReason = "/dev/kvm does not exist (no hardware virtualisation, or the kvm module is not loaded)"

@@ -2,10 +2,10 @@ package vm
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -58,6 +58,7 @@ func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Opti
 		return nil, err
 	}
 	p.on = h
+	p.staged = map[string]string{}
 	p.userNet = "guests on sut host " + h.Name() + " use QEMU's user-mode network (a bridge on another machine is not built yet)"
 	return p, nil
 }
@@ -103,10 +104,21 @@ func (p *Platform) checkOn(ctx context.Context) (vmprobe.Result, error) {
 	if _, err := p.hostRun(ctx, "", "sh", "-c", `command -v qemu-img >/dev/null || { echo "qemu-img not found there: apt-get install -y qemu-utils"; exit 3; }`); err != nil {
 		return none, platform.Unavailablef("%s: %v", p.name, err)
 	}
-	// The host boots a probe guest of its own kernel, as Probe does here:
-	// KVM when a guest boots under it (a nested or locked-down /dev/kvm
-	// may not), else TCG.
-	out, err := p.hostRun(ctx, "", p.on.Self(), vmagent.StdioArg, "--vm-probe")
+	// The staged files are trusted only in a directory no other user
+	// could have made or may write.
+	const own = `for d in "$(dirname "$1")" "$1"; do mkdir -p -m 0755 "$d" || exit 3; [ -L "$d" ] && { echo "$d is a symlink: remove it"; exit 3; }; [ "$(stat -c %u "$d")" = "$(id -u)" ] || { echo "$d belongs to another user: remove it"; exit 3; }; case "$(stat -c %A "$d")" in ?????w????|????????w?) echo "$d is writable by other users: remove it"; exit 3;; esac; done`
+	if _, err := p.hostRun(ctx, "", "sh", "-c", own, "sh", StageDir); err != nil {
+		return none, platform.Unavailablef("%s: %v", p.name, err)
+	}
+	// The host boots a probe guest of the kernel its guests will boot
+	// (copied there now), as Probe does here: KVM when a guest boots
+	// under it (a nested or locked-down /dev/kvm may not), else TCG.
+	kernel, _, err := p.stage(ctx, k.Image)
+	if err != nil {
+		return none, err
+	}
+	p.staged[k.Image] = kernel
+	out, err := p.hostRun(ctx, "", p.on.Self(), vmagent.StdioArg, "--vm-probe", "--kernel", kernel)
 	if err != nil {
 		return none, platform.Unavailablef("%s: no QEMU guest boots on sut host %s: %v", p.name, p.on.Name(), err)
 	}
@@ -140,7 +152,6 @@ func (p *Platform) prepareOn(ctx context.Context, api client.APIClient) error {
 	if err != nil {
 		return err
 	}
-	p.staged = map[string]string{}
 	for _, f := range []string{p.kernel.Image, p.initrd, qcow} {
 		start := time.Now()
 		remote, copied, err := p.stage(ctx, f)
@@ -185,7 +196,7 @@ func (p *Platform) stage(ctx context.Context, local string) (string, bool, error
 	h := sha256.Sum256([]byte(fmt.Sprintf("%s\n%d\n%d", local, st.Size(), st.ModTime().UnixNano())))
 	base := filepath.Base(local)
 	remote := StageDir + "/" + hex.EncodeToString(h[:6]) + "-" + base
-	if _, err := p.hostRun(ctx, "", "test", "-s", remote); err == nil {
+	if out, err := p.hostRun(ctx, "", "stat", "-c", "%s", remote); err == nil && strings.TrimSpace(string(out)) == strconv.FormatInt(st.Size(), 10) {
 		return remote, false, nil
 	}
 	// Put copies a tree: a directory here holding a hard link to the file
@@ -203,8 +214,13 @@ func (p *Platform) stage(ctx context.Context, local string) (string, bool, error
 		p.hostRun(context.WithoutCancel(ctx), "", "rm", "-rf", tmp)
 		return "", false, fmt.Errorf("sut host %s: copying %s: %w", p.on.Name(), base, err)
 	}
-	if _, err := p.hostRun(ctx, "", "sh", "-c", `mv "$1/$2" "$3" && rm -rf "$1"`, "sh", tmp, base, remote); err != nil {
+	if _, err := p.hostRun(ctx, "", "sh", "-c", `sync "$1/$2" && mv "$1/$2" "$3" && rm -rf "$1"`, "sh", tmp, base, remote); err != nil {
 		return "", false, err
+	}
+	if strings.HasPrefix(base, "initrd-") {
+		// One initramfs per nearnative build: the older ones go (a guest
+		// booting from one holds it open).
+		p.hostRun(ctx, "", "find", StageDir, "-maxdepth", "1", "-name", "*-initrd-*.cpio", "!", "-name", filepath.Base(remote), "-mmin", "+10", "-delete")
 	}
 	return remote, true, nil
 }
@@ -237,7 +253,13 @@ func (g *guest) startOn(ctx context.Context) error {
 	cfg := g.cfg
 	p := cfg.remote
 	start := time.Now()
-	g.tmp = "/tmp/" + runid.Prefix + string(cfg.Run) + "-vm-" + cfg.Name + "-remote"
+	// A fresh 0700 directory (mktemp), never one another user prepared
+	// under that name.
+	out, err := p.hostRun(ctx, "", "mktemp", "-d", "/tmp/"+runid.Prefix+string(cfg.Run)+"-vm-"+cfg.Name+"-XXXXXX")
+	if err != nil {
+		return fmt.Errorf("the guest's temp dir: %w", err)
+	}
+	g.tmp = strings.TrimSpace(string(out))
 	g.consoleAt = g.tmp + "/console.log"
 	g.qmp = g.tmp + "/qmp.sock"
 	overlay := g.tmp + "/overlay.qcow2"
@@ -257,7 +279,11 @@ func (g *guest) startOn(ctx context.Context) error {
 	}
 	g.agent = vmagent.NewClientDial("127.0.0.1:"+strconv.Itoa(ap[0]), token, p.on.DialContext)
 	args := g.qemuArgs(drive, netdev, "10.0.2.2", g.tmp+"/token")
-	g.pid, err = p.on.Agent().Start(ctx, vmagent.Proc{Name: "qemu-" + cfg.Name, Argv: append([]string{"qemu-system-x86_64"}, args...), Dir: g.tmp,
+	// Not cancelled half-way: a QEMU started there must be known to be
+	// stopped.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	g.pid, err = p.on.Agent().Start(sctx, vmagent.Proc{Name: "qemu-" + cfg.Name, Argv: append([]string{"qemu-system-x86_64"}, args...), Dir: g.tmp,
 		Env:   map[string]string{runid.EnvVar: string(cfg.Run)},
 		Files: []vmagent.File{{Path: "token", Content: []byte(token), Mode: 0o600}}})
 	if err != nil {

@@ -29,6 +29,7 @@ func agentMain(args []string) int {
 	n := fs.Int("free-ports", 0, "")
 	on := fs.String("on", "127.0.0.1", "")
 	probe := fs.Bool("vm-probe", false, "")
+	kernel := fs.String("kernel", "", "")
 	fs.Parse(args)
 	switch {
 	case *n > 0:
@@ -42,7 +43,7 @@ func agentMain(args []string) int {
 		}
 		return 0
 	case *probe:
-		r, err := vmprobe.Probe(context.Background())
+		r, err := vmprobe.ProbeKernel(context.Background(), vmprobe.Kernel{Image: *kernel})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -146,11 +146,11 @@ func (p *Platform) Name() string { return p.name }
 // mkfs.ext4, and a guest that boots (KVM or TCG).
 func (p *Platform) Check(ctx context.Context) error {
 	if p.on != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		r, err := p.checkOn(ctx)
 		if err == nil {
-			p.mu.Lock()
 			p.probe = r
-			p.mu.Unlock()
 		}
 		return err
 	}
@@ -283,7 +283,10 @@ func (p *Platform) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	err := p.br.remove()
-	p.br, p.ready, p.userNet = nil, false, ""
+	p.br, p.ready = nil, false
+	if p.on == nil {
+		p.userNet = "" // the next prepare tries a bridge again
+	}
 	return err
 }
 
@@ -362,6 +365,9 @@ func (p *Platform) clientRoutes() []string {
 // guest engine's default bridge (its docker-proxy and containers).
 func (p *Platform) from(g *guest) []netip.Prefix {
 	nets := []netip.Prefix{platform.Loopback, p.env.ClientHost().Subnet()}
+	if p.on != nil { // the sut host itself, through its forwards
+		nets = append(nets, netip.PrefixFrom(p.on.Addr(), p.on.Addr().BitLen()))
+	}
 	if g.cfg.Bridge != nil {
 		nets = append(nets, g.cfg.Bridge.subnet())
 	} else {
