@@ -31,7 +31,9 @@ host() {
       if [ -d /run/systemd/system ] && systemctl is-active --quiet docker; then
         systemctl reload docker
         say "reloaded docker.service (SIGHUP) so that dockerd reads its new runtimes"
-      elif pid=$(pidof dockerd); then
+      elif pid=$(cat /var/run/docker.pid 2>/dev/null) && [ -n "$pid" ]; then
+        # The daemon of the default socket (its pidfile): other dockerds
+        # (a test bed host's) have pidfiles of their own.
         kill -HUP "$pid"
         say "sent dockerd (pid $pid) SIGHUP so that it reads its new runtimes"
       fi

@@ -16,13 +16,17 @@ import (
 // names none.
 const DefaultDaemonConfig = "/etc/docker/daemon.json"
 
-// DaemonConfigPath returns the configuration file of the dockerd running
+// DaemonConfigPath returns the configuration file of the dockerd serving the
+// default socket (not a test bed host's, on one of its own), running
 // under procRoot (its --config-file, else DefaultDaemonConfig) and whether
 // its command line registers runtimes itself (--add-runtime, which dockerd
 // refuses to combine with a "runtimes" key in the file). found is false
 // when no dockerd runs there.
 func DaemonConfigPath(procRoot string) (path string, addRuntimeFlags, found bool) {
 	for _, p := range sysinfo.Procs(procRoot, "dockerd") {
+		if !servesDefaultSocket(p.Args) {
+			continue // another daemon (a test bed host's), not the one docker talks to
+		}
 		path = DefaultDaemonConfig
 		for i, a := range p.Args {
 			switch {
@@ -37,6 +41,30 @@ func DaemonConfigPath(procRoot string) (path string, addRuntimeFlags, found bool
 		return path, addRuntimeFlags, true
 	}
 	return DefaultDaemonConfig, false, false
+}
+
+// servesDefaultSocket says whether a dockerd with these arguments listens
+// on the default socket: it names no -H/--host, or names that socket.
+func servesDefaultSocket(args []string) bool {
+	named := false
+	for i, a := range args {
+		var h string
+		switch {
+		case a == "-H" || a == "--host":
+			if i+1 < len(args) {
+				h = args[i+1]
+			}
+		case strings.HasPrefix(a, "-H="), strings.HasPrefix(a, "--host="):
+			_, h, _ = strings.Cut(a, "=")
+		default:
+			continue
+		}
+		named = true
+		if h == "unix:///var/run/docker.sock" || h == "unix:///run/docker.sock" || h == "fd://" {
+			return true
+		}
+	}
+	return !named
 }
 
 // RuntimeEntry is a runtime as daemon.json's "runtimes" holds it.

@@ -74,6 +74,11 @@ func TestDaemonConfigPath(t *testing.T) {
 	if _, _, found := DaemonConfigPath(root); found {
 		t.Error("found a dockerd in an empty /proc")
 	}
+	// A test bed host's dockerd, on a socket of its own, is not the one.
+	write("9", "dockerd", "/usr/sbin/dockerd --config-file /tmp/tb/dockerd.json -H unix:///run/nntb-tb/docker.sock")
+	if _, _, found := DaemonConfigPath(root); found {
+		t.Error("took a dockerd on another socket for the machine's")
+	}
 	write("10", "dockerd", "dockerd --config-file /etc/nn/d.json --add-runtime=x=/bin/x")
 	path, flags, found := DaemonConfigPath(root)
 	if !found || path != "/etc/nn/d.json" || !flags {
