@@ -48,7 +48,19 @@ type Platform struct {
 	wrap func([]string) []string
 	// beside: the platform of the roles that run beside the driver.
 	beside bool
+	// assign picks a server's ports (platform.AssignPorts; tests replace
+	// it).
+	assign func(spec platform.Spec, host string) (map[string]int, error)
 }
+
+// errPortTaken marks a start that failed because a port picked free was
+// taken before the server bound it.
+var errPortTaken = errors.New("port taken since it was picked")
+
+// portTries is how many times Start picks a single server's ports: the
+// kernel's free port can be taken by another process (a connection's
+// ephemeral port) before the server binds it.
+const portTries = 3
 
 // New returns a native platform called name (a study may call a variant
 // "native-pinned") with the given options. Its servers listen on the
@@ -132,11 +144,20 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	ports, err := platform.AssignPorts(spec, p.pickOn())
-	if err != nil {
-		return nil, err
+	assign := p.assign
+	if assign == nil {
+		assign = platform.AssignPorts
 	}
-	return p.start(ctx, trial, spec, ports, p.opt.CPUSet, nil)
+	for try := 1; ; try++ {
+		ports, err := assign(spec, p.pickOn())
+		if err != nil {
+			return nil, err
+		}
+		srv, err := p.start(ctx, trial, spec, ports, p.opt.CPUSet, nil)
+		if err == nil || !errors.Is(err, errPortTaken) || try == portTries {
+			return srv, err
+		}
+	}
 }
 
 // start starts spec on the given ports, confined to cpuset ("" for none),
@@ -193,7 +214,7 @@ func (s *server) start(ctx context.Context, spec platform.Spec) error {
 		for name, port := range s.ports {
 			l, err := net.Listen("tcp", net.JoinHostPort(s.p.listen, strconv.Itoa(port)))
 			if err != nil {
-				return fmt.Errorf("server %s: port %s (%s:%d) is in use: %w", spec.Name, name, s.p.listen, port, err)
+				return fmt.Errorf("server %s: port %s (%s:%d) is in use: %w (%w)", spec.Name, name, s.p.listen, port, err, errPortTaken)
 			}
 			l.Close()
 		}

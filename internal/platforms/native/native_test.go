@@ -338,3 +338,45 @@ func pingFrom(t *testing.T, c host.Host, addr string) {
 		t.Fatalf("PING %s from the client host: %q %v", addr, buf[:n], err)
 	}
 }
+
+// TestStartPicksPortsAgain: a port picked free and taken before the
+// server binds it (by another process's connection) makes Start pick
+// again, up to portTries times, then fail saying so.
+func TestStartPicksPortsAgain(t *testing.T) {
+	p, run, _ := newPlatform(t, platform.Options{})
+	ctx := context.Background()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+	picks := 0
+	p.assign = func(spec platform.Spec, host string) (map[string]int, error) {
+		picks++
+		if picks == 1 {
+			return map[string]int{"redis": busy}, nil
+		}
+		return platform.AssignPorts(spec, host)
+	}
+	s, err := p.Start(ctx, "t1", redisSpec())
+	if err != nil {
+		t.Fatalf("Start with its first port taken: %v", err)
+	}
+	s.Stop(ctx)
+	if picks != 2 || s.Addr("redis") == net.JoinHostPort("127.0.0.1", strconv.Itoa(busy)) {
+		t.Errorf("%d picks, server at %s (port %d was taken)", picks, s.Addr("redis"), busy)
+	}
+
+	picks = 0
+	p.assign = func(platform.Spec, string) (map[string]int, error) {
+		picks++
+		return map[string]int{"redis": busy}, nil
+	}
+	if _, err := p.Start(ctx, "t2", redisSpec()); err == nil || !strings.Contains(err.Error(), "is in use") || picks != portTries {
+		t.Errorf("Start with every pick taken = %v after %d picks, want %d", err, picks, portTries)
+	}
+	if left, _ := state.TempDirs(run); len(left) > 0 {
+		t.Errorf("temp dirs left: %v", left)
+	}
+}
