@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -87,4 +88,31 @@ func Handshake(ctx context.Context, w io.Writer, r io.Reader, logTo io.Writer, t
 			return "", "", fmt.Errorf("the agent did not start within %v", timeout)
 		}
 	}
+}
+
+// FreePorts asks the machine of a stdio agent for n free TCP ports on
+// addr there, running its nearnative binary self as `agent --free-ports`
+// (the kernel picks them, as platform.FreePorts does here).
+func (c *Client) FreePorts(ctx context.Context, self, addr string, n int) ([]int, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	r, err := c.Run(ctx, Proc{Name: "free-ports", Argv: []string{self, StdioArg, "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("finding free ports: %w", err)
+	case r.ExitCode != 0:
+		return nil, fmt.Errorf("finding free ports: exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
+	}
+	f := strings.Fields(string(r.Stdout))
+	if len(f) != n {
+		return nil, fmt.Errorf("finding free ports: %d ports in the answer %q, want %d", len(f), r.Stdout, n)
+	}
+	ports := make([]int, n)
+	for i := range f {
+		if ports[i], err = strconv.Atoi(f[i]); err != nil {
+			return nil, fmt.Errorf("finding free ports: %w", err)
+		}
+	}
+	return ports, nil
 }

@@ -153,24 +153,11 @@ func (p on) freePorts(ctx context.Context, n int) ([]int, error) {
 
 // freePortsOn asks the host's kernel for n free TCP ports on addr.
 func (p on) freePortsOn(ctx context.Context, addr string, n int) ([]int, error) {
-	if n == 0 {
-		return nil, nil
-	}
-	stdout, err := p.run(ctx, "finding free ports", p.host.Self(), "agent", "--free-ports", strconv.Itoa(n), "--on", addr)
+	ports, err := p.host.Agent().FreePorts(ctx, p.host.Self(), addr, n)
 	if err != nil {
-		return nil, err
+		return nil, p.hostErr("finding free ports", err)
 	}
-	f := strings.Fields(string(stdout))
-	if len(f) != n {
-		return nil, p.hostErr("finding free ports", fmt.Errorf("%d ports in the answer %q, want %d", len(f), stdout, n))
-	}
-	out := make([]int, n)
-	for i := range f {
-		if out[i], err = strconv.Atoi(f[i]); err != nil {
-			return nil, p.hostErr("finding free ports", err)
-		}
-	}
-	return out, nil
+	return ports, nil
 }
 
 // start starts spec on p's host with the given ports, confined to cpuset.

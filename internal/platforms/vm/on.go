@@ -227,19 +227,9 @@ func (p *Platform) stage(ctx context.Context, local string) (string, bool, error
 
 // hostPorts asks the sut host's kernel for n free TCP ports on addr.
 func (p *Platform) hostPorts(ctx context.Context, addr string, n int) ([]int, error) {
-	out, err := p.hostRun(ctx, "", p.on.Self(), vmagent.StdioArg, "--free-ports", strconv.Itoa(n), "--on", addr)
+	ports, err := p.on.Agent().FreePorts(ctx, p.on.Self(), addr, n)
 	if err != nil {
-		return nil, err
-	}
-	f := strings.Fields(string(out))
-	if len(f) != n {
-		return nil, fmt.Errorf("sut host %s: %d free ports in %q, want %d", p.on.Name(), len(f), out, n)
-	}
-	ports := make([]int, n)
-	for i := range f {
-		if ports[i], err = strconv.Atoi(f[i]); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("sut host %s: %w", p.on.Name(), err)
 	}
 	return ports, nil
 }
