@@ -279,41 +279,33 @@ func (g *guest) startOn(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sut host %s: starting qemu: %w", p.on.Name(), err)
 	}
-	if err := g.waitBootOn(ctx); err != nil {
+	if err := g.waitBoot(ctx); err != nil {
 		return err
 	}
 	g.boot = time.Since(start)
 	return nil
 }
 
-// waitBootOn waits until the guest's agent answers, or QEMU ends there, or
-// the boot timeout passes.
-func (g *guest) waitBootOn(ctx context.Context) error {
-	timeout := BootTimeoutTCG
-	if g.cfg.Accel == "kvm" {
-		timeout = BootTimeoutKVM
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ready := make(chan error, 1)
-	go func() { ready <- g.agent.WaitReady(wctx) }()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-ready:
-			if err != nil {
-				return fmt.Errorf("the guest's agent on sut host %s did not answer within %v under %s: %w; console:\n%s", g.cfg.remote.on.Name(), timeout, g.cfg.Accel, err, g.consoleTail(15))
-			}
-			return nil
-		case <-tick.C:
-			if st, err := g.cfg.remote.on.Agent().Status(ctx, g.pid); err == nil && !st.Running {
-				cancel()
-				<-ready
-				return fmt.Errorf("the guest stopped while booting on sut host %s (%s); console:\n%s", g.cfg.remote.on.Name(), st.Exit, g.consoleTail(15))
+// stoppedOn says how QEMU ended on the sut host, once it has (polled
+// through the host's agent until ctx ends).
+func (g *guest) stoppedOn(ctx context.Context) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if st, err := g.cfg.remote.on.Agent().Status(ctx, g.pid); err == nil && !st.Running {
+					out <- st.Exit
+					return
+				}
 			}
 		}
-	}
+	}()
+	return out
 }
 
 // consoleTailOn is the end of the guest's console and of QEMU's output on

@@ -247,8 +247,8 @@ func (g *guest) launch(args []string) error {
 	return nil
 }
 
-// waitBoot waits until the guest's agent answers, or QEMU ends, or the
-// accelerator's boot timeout passes.
+// waitBoot waits until the guest's agent answers, or QEMU ends (here, or
+// on its sut host), or the accelerator's boot timeout passes.
 func (g *guest) waitBoot(ctx context.Context) error {
 	timeout := BootTimeoutTCG
 	if g.cfg.Accel == "kvm" {
@@ -256,20 +256,41 @@ func (g *guest) waitBoot(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	where, stopped := "", g.stopped(wctx)
+	if g.cfg.remote != nil {
+		where = " on sut host " + g.cfg.remote.on.Name()
+	}
 	ready := make(chan error, 1)
 	go func() { ready <- g.agent.WaitReady(wctx) }()
 	var err error
 	select {
 	case err = <-ready:
-	case <-g.done:
+	case how := <-stopped:
 		cancel()
 		<-ready
-		return fmt.Errorf("the guest stopped while booting (%v); console:\n%s", g.cmd.ProcessState, g.consoleTail(15))
+		return fmt.Errorf("the guest stopped while booting%s (%s); console:\n%s", where, how, g.consoleTail(15))
 	}
 	if err != nil {
-		return fmt.Errorf("the guest's agent did not answer within %v under %s: %w; console:\n%s", timeout, g.cfg.Accel, err, g.consoleTail(15))
+		return fmt.Errorf("the guest's agent%s did not answer within %v under %s: %w; console:\n%s", where, timeout, g.cfg.Accel, err, g.consoleTail(15))
 	}
 	return nil
+}
+
+// stopped says how QEMU ended, once it has: this machine's process, or
+// the sut host's.
+func (g *guest) stopped(ctx context.Context) <-chan string {
+	if g.cfg.remote != nil {
+		return g.stoppedOn(ctx)
+	}
+	out := make(chan string, 1)
+	go func() {
+		select {
+		case <-g.done:
+			out <- fmt.Sprint(g.cmd.ProcessState)
+		case <-ctx.Done():
+		}
+	}()
+	return out
 }
 
 // consolePath is the console file where QEMU runs.
