@@ -97,16 +97,13 @@ func (c *Client) FreePorts(ctx context.Context, self, addr string, n int) ([]int
 	if n == 0 {
 		return nil, nil
 	}
-	r, err := c.Run(ctx, Proc{Name: "free-ports", Argv: []string{self, StdioArg, "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
-	switch {
-	case err != nil:
+	out, err := c.Output(ctx, Proc{Name: "free-ports", Argv: []string{self, StdioArg, "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
+	if err != nil {
 		return nil, fmt.Errorf("finding free ports: %w", err)
-	case r.ExitCode != 0:
-		return nil, fmt.Errorf("finding free ports: exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
 	}
-	f := strings.Fields(string(r.Stdout))
+	f := strings.Fields(string(out))
 	if len(f) != n {
-		return nil, fmt.Errorf("finding free ports: %d ports in the answer %q, want %d", len(f), r.Stdout, n)
+		return nil, fmt.Errorf("finding free ports: %d ports in the answer %q, want %d", len(f), out, n)
 	}
 	ports := make([]int, n)
 	for i := range f {
@@ -115,4 +112,19 @@ func (c *Client) FreePorts(ctx context.Context, self, addr string, n int) ([]int
 		}
 	}
 	return ports, nil
+}
+
+// Output runs p as a job to completion and returns its stdout; a job that
+// could not run, or exited non-zero, is an error with its output.
+func (c *Client) Output(ctx context.Context, p Proc) ([]byte, error) {
+	r, err := c.Run(ctx, p)
+	switch {
+	case err != nil:
+		return nil, err
+	case r.Error != "":
+		return r.Stdout, errors.New(r.Error)
+	case r.ExitCode != 0:
+		return r.Stdout, fmt.Errorf("%s exited %d: %s", strings.Join(p.Argv, " "), r.ExitCode, strings.TrimSpace(string(r.Stdout)+" "+string(r.Stderr)))
+	}
+	return r.Stdout, nil
 }

@@ -252,14 +252,11 @@ func (p on) removeDir(ctx context.Context, dir string) error {
 // run runs argv on the host through its agent and returns its stdout; a
 // failure or a non-zero exit is an error naming the host and what.
 func (p on) run(ctx context.Context, what string, argv ...string) ([]byte, error) {
-	r, err := p.host.Agent().Run(ctx, vmagent.Proc{Name: argv[0], Argv: argv, Dir: "/"})
-	if err == nil && r.ExitCode != 0 {
-		err = fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(string(r.Stderr)))
-	}
+	out, err := p.host.Agent().Output(ctx, vmagent.Proc{Name: argv[0], Argv: argv, Dir: "/"})
 	if err != nil {
 		return nil, p.hostErr(what, err)
 	}
-	return r.Stdout, nil
+	return out, nil
 }
 
 // server is a process of the host's agent: vmagent.Process answers its

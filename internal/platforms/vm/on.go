@@ -69,18 +69,12 @@ func (p *Platform) hostRun(ctx context.Context, dir string, argv ...string) ([]b
 	if dir == "" {
 		dir = "/"
 	}
-	r, err := p.on.Agent().Run(ctx, vmagent.Proc{Name: "vm-" + filepath.Base(argv[0]), Argv: argv, Dir: dir,
+	out, err := p.on.Agent().Output(ctx, vmagent.Proc{Name: "vm-" + filepath.Base(argv[0]), Argv: argv, Dir: dir,
 		Env: map[string]string{runid.EnvVar: string(p.env.Run)}})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("sut host %s: %s: %w", p.on.Name(), argv[0], err)
-	case r.Error != "":
-		return nil, fmt.Errorf("sut host %s: %s: %s", p.on.Name(), argv[0], r.Error)
-	case r.ExitCode != 0:
-		return r.Stdout, fmt.Errorf("sut host %s: %s exited %d: %s", p.on.Name(), strings.Join(argv, " "), r.ExitCode,
-			strings.TrimSpace(string(r.Stdout)+" "+string(r.Stderr)))
+	if err != nil {
+		return out, fmt.Errorf("sut host %s: %w", p.on.Name(), err)
 	}
-	return r.Stdout, nil
+	return out, nil
 }
 
 // checkOn is Check for guests on a sut host: here, root and the tools that
