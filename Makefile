@@ -72,7 +72,7 @@ test: setup vet
 
 # The vm-docker guest test: minutes under TCG (disk build, dockerd boot).
 test-vm-docker: setup
-	NEARNATIVE_VM_DOCKER_TEST=1 $(GO) test -count=1 -timeout 40m -run TestGuestDockerRedis -v ./internal/platforms/vm/
+	NEARNATIVE_VM_DOCKER_TEST=1 $(GO) test -count=1 -timeout 40m -run 'TestGuestDockerRedis|TestGuestDockerOnHost' -v ./internal/platforms/vm/
 
 # Only the tests that need nothing installed.
 unit:

@@ -76,11 +76,22 @@ func (d *guestDocker) stop(ctx context.Context) error {
 }
 
 // seedDockerDisk boots a guest on disk itself, loads the saved workload
-// image into its dockerd and powers it off.
+// image into its dockerd and powers it off. The guest boots on this
+// machine, also when the disk is for a sut host's guests.
 func (p *Platform) seedDockerDisk(ctx context.Context, disk string) error {
+	accel := p.probe.Accel
+	if p.on != nil {
+		// Guests of a sut host boot a disk seeded here: the seeding guest
+		// runs on this machine, with this machine's acceleration.
+		r, err := Probe(ctx)
+		if err != nil {
+			return fmt.Errorf("vm-docker: the guest disk for sut host %s is seeded by a guest on this machine, and none boots here: %w", p.on.Name(), err)
+		}
+		accel = r.Accel
+	}
 	p.next++
 	g, err := bootGuest(ctx, guestConfig{
-		Run: p.env.Run, Name: "vm-docker-seed", Accel: p.probe.Accel, VCPUs: p.vcpus, MemMiB: p.memMiB,
+		Run: p.env.Run, Name: "vm-docker-seed", Accel: accel, VCPUs: p.vcpus, MemMiB: p.memMiB,
 		Kernel: p.kernel.Image, Initrd: p.initrd, Disk: disk, Direct: true, Bridge: p.br, Index: p.next,
 		Console: filepath.Join(p.env.LogDir, "vm-docker-seed-console.log"),
 	})
@@ -137,7 +148,7 @@ func (p *Platform) startDocker(ctx context.Context, trial string, spec platform.
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return s, nil
+	return p.onHost(s), nil
 }
 
 type dockerServer struct {

@@ -35,6 +35,9 @@ type Host interface {
 	// Addr is the host's address: the guests' servers are forwarded on it.
 	Addr() netip.Addr
 	Agent() *vmagent.Client
+	// CPUs are the host's online CPUs (its guests' vCPUs are overcommitted
+	// against them).
+	CPUs() []int
 	// DialContext opens a TCP connection from the host (its guests'
 	// agents listen on its 127.0.0.1).
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
@@ -45,14 +48,13 @@ type Host interface {
 // there from the previous one.
 const StageDir = "/var/tmp/nearnative/vm"
 
-// NewOn returns the platform kind (vm) whose guests boot on sut host h. The
-// guests' disk and initramfs are built here, as for local guests, and
-// copied there once; the guests use QEMU's user-mode network with their
-// servers' ports forwarded on the host's address (no bridge there).
+// NewOn returns the platform kind (vm, vm-docker or vm-docker-host) whose
+// guests boot on sut host h. The guests' disk and initramfs are built here,
+// as for local guests (a vm-docker disk seeded with the workload image by a
+// guest booted here), and copied there once; the guests use QEMU's
+// user-mode network with their servers' ports forwarded on the host's
+// address (no bridge there).
 func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, h Host) (*Platform, error) {
-	if kind != platform.VM {
-		return nil, platform.Unavailablef("%s on sut host %s is not built yet (vm is): run it without --hosts", kind, h.Name())
-	}
 	p, err := NewKind(kind, name, env, dir, opt, api)
 	if err != nil {
 		return nil, err
@@ -86,7 +88,12 @@ func (p *Platform) checkOn(ctx context.Context) (vmprobe.Result, error) {
 	if os.Geteuid() != 0 {
 		return none, platform.Unavailablef("%s needs root here to build the guests' disk: run nearnative as root", p.name)
 	}
-	for _, tool := range []struct{ bin, pkg string }{{"qemu-img", "qemu-utils"}, {"mkfs.ext4", "e2fsprogs"}} {
+	tools := []struct{ bin, pkg string }{{"qemu-img", "qemu-utils"}, {"mkfs.ext4", "e2fsprogs"}}
+	if p.kind != platform.VM {
+		// A guest boots here once to load the image into the disk's engine.
+		tools = append(tools, struct{ bin, pkg string }{"qemu-system-x86_64", "qemu-system-x86"})
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool.bin); err != nil {
 			return none, platform.Unavailablef("%s not found here (it builds the guests' disk): apt-get install -y %s", tool.bin, tool.pkg)
 		}
@@ -137,7 +144,12 @@ func (p *Platform) prepareOn(ctx context.Context, api client.APIClient) error {
 	if p.initrd, err = BuildInitrd(p.dir, p.Exe, p.kernel); err != nil {
 		return err
 	}
-	if p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log()); err != nil {
+	if p.kind == platform.VM {
+		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log())
+	} else {
+		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log(), p.seedDockerDisk)
+	}
+	if err != nil {
 		return err
 	}
 	// The raw disk is sparse (3 GB of which 1.4 used): a qcow2 copy of it
@@ -360,30 +372,64 @@ func (g *guest) shutdownOn(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// remoteServer is a server in a guest on a sut host: the host's machine
-// figures, and readiness probed from the host.
-type remoteServer struct{ *server }
+// guestServer is a server in a guest: a process of the guest (server) or a
+// container of its engine (dockerServer).
+type guestServer interface {
+	platform.Server
+	platform.CPUReporter
+	platform.CPUDescriber
+}
+
+// hostAnswers is what a server in a guest on a sut host answers from the
+// host rather than from this machine: the host's machine figures, and
+// readiness probed from the host (its forwards listen on its address).
+type hostAnswers struct{ p *Platform }
+
+// remoteServer is a single server in a guest on a sut host.
+type remoteServer struct {
+	guestServer
+	hostAnswers
+}
+
+// remoteProc is a server of a topology in a guest on a sut host.
+type remoteProc struct {
+	*guestProc
+	hostAnswers
+}
+
+// onHost wraps s, a server of a guest on the sut host.
+func (p *Platform) onHost(s guestServer) platform.Server {
+	if p.on == nil {
+		return s
+	}
+	return remoteServer{guestServer: s, hostAnswers: hostAnswers{p}}
+}
 
 // Machine implements platform.MachineReporter.
-func (s remoteServer) Machine() string { return "sut host " + s.p.on.Name() }
+func (h hostAnswers) Machine() string { return "sut host " + h.p.on.Name() }
 
 // MachineCPU implements platform.MachineReporter: the host's /proc/stat,
 // read by its agent.
-func (s remoteServer) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
-	id, sample, err := s.p.on.Agent().MachineCPU(ctx)
+func (h hostAnswers) MachineCPU(ctx context.Context) (platform.MachineSample, error) {
+	id, sample, err := h.p.on.Agent().MachineCPU(ctx)
 	if err != nil {
-		return platform.MachineSample{}, fmt.Errorf("sut host %s: reading the machine's CPU counters: %w", s.p.on.Name(), err)
+		return platform.MachineSample{}, fmt.Errorf("sut host %s: reading the machine's CPU counters: %w", h.p.on.Name(), err)
 	}
-	return platform.MachineSample{Name: s.p.on.Name(), BootID: id, SUT: true, Sample: sample}, nil
+	return platform.MachineSample{Name: h.p.on.Name(), BootID: id, SUT: true, Sample: sample}, nil
 }
 
 // ProbeDial implements platform.ProbeDialer: from the sut host.
-func (s remoteServer) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return s.p.on.DialContext(ctx, network, addr)
+func (h hostAnswers) ProbeDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return h.p.on.DialContext(ctx, network, addr)
 }
 
 var (
 	_ platform.MachineReporter = remoteServer{}
 	_ platform.ProbeDialer     = remoteServer{}
 	_ platform.CPUReporter     = remoteServer{}
+	_ platform.MachineReporter = remoteProc{}
+	_ platform.ProbeDialer     = remoteProc{}
+	_ platform.CPUReporter     = remoteProc{}
+	_ guestServer              = (*server)(nil)
+	_ guestServer              = (*dockerServer)(nil)
 )

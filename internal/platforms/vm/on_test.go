@@ -10,11 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/platforms/deploy"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/tailbuf"
@@ -88,6 +90,7 @@ func (h *agentHost) Name() string           { return "local-as-remote" }
 func (h *agentHost) Self() string           { return os.Args[0] }
 func (h *agentHost) Addr() netip.Addr       { return netip.MustParseAddr("127.0.0.1") }
 func (h *agentHost) Agent() *vmagent.Client { return h.agent }
+func (h *agentHost) CPUs() []int            { return deploy.HostCPUs() }
 func (h *agentHost) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
@@ -97,8 +100,8 @@ func (h *agentHost) DialContext(ctx context.Context, network, addr string) (net.
 // an agent on stdio, as over SSH): the kernel, initramfs and qcow2 disk are
 // staged in StageDir there, QEMU is the agent's process, the server answers
 // on the host's address, its CPU and the host's machine figures come
-// through the agent, and Stop leaves no QEMU, no temp dir; topologies and
-// vm-docker are refused.
+// through the agent, and Stop leaves no QEMU, no temp dir; then a
+// topology (HAProxy before Redis) in one guest there, two guests refused.
 func TestGuestOnHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -152,10 +155,102 @@ func TestGuestOnHost(t *testing.T) {
 	if err := srv.Stop(ctx); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
-	if _, err := p.Open(ctx, "t2", nil); err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("a topology on a sut host: %v", err)
+
+	// A topology: HAProxy and Redis in one guest there, HAProxy reaching
+	// Redis at the guest's address, the client at the host's forwards.
+	vol := t.TempDir()
+	os.WriteFile(filepath.Join(vol, "seed.txt"), []byte("from the host\n"), 0o644)
+	if _, err := deploy.Deploy(ctx, p, "t2", lbTopology(vol, 2, 2), deploy.Options{}); err == nil || !strings.Contains(err.Error(), "vms: 1") {
+		t.Errorf("two guests on a sut host's user-mode network: %v", err)
 	}
-	if _, err := NewOn(platform.VMDocker, "vm-docker", local.env, state.Home(), platform.Options{}, local.api, h); err == nil {
-		t.Error("vm-docker on a sut host was not refused")
+	dep, err := deploy.Deploy(ctx, p, "t3", lbTopology(vol, 1, 1), deploy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dep.Stop(context.Background())
+	for _, w := range dep.Where() {
+		t.Log(w)
+	}
+	for _, addr := range dep.Entries("lb", "lb") {
+		if !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("lb at %s, want the host's address", addr)
+		}
+		if err := redisproto.Ping(ctx, addr); err != nil {
+			t.Errorf("PING through lb %s: %v", addr, err)
+		}
+	}
+	for _, r := range dep.Role("redis") {
+		rp, ok := r.Srv.(remoteProc)
+		if !ok {
+			t.Fatalf("a topology's server on a sut host is %T, want remoteProc", r.Srv)
+		}
+		if m, err := rp.MachineCPU(ctx); err != nil || !m.SUT {
+			t.Errorf("MachineCPU = %+v, %v", m, err)
+		}
+		res, err := rp.vg.g.agent.Run(ctx, vmagentProc("stat", "-c", "%U %n", "/data/seed.txt"))
+		if err != nil || !strings.HasPrefix(string(res.Stdout), "redis /data/seed.txt") {
+			t.Errorf("the volume in the guest: %q %v", res.Stdout, err)
+		}
+	}
+	if err := dep.Stop(ctx); err != nil {
+		t.Errorf("stopping the topology: %v", err)
+	}
+}
+
+// TestGuestDockerOnHost boots vm-docker and vm-docker-host guests on a "sut
+// host" as TestGuestOnHost does: the disk seeded here with the workload
+// image is staged there as qcow2, the container answers on the host's
+// address through QEMU's forward (and, on vm-docker, the guest engine's
+// DNAT), the host reports its machine, and Stop leaves nothing behind.
+// Minutes under TCG: make test-vm-docker (NEARNATIVE_VM_DOCKER_TEST=1).
+func TestGuestDockerOnHost(t *testing.T) {
+	if os.Getenv("NEARNATIVE_VM_DOCKER_TEST") != "1" {
+		t.Skip("vm-docker guests take minutes under TCG: run `make test-vm-docker` (NEARNATIVE_VM_DOCKER_TEST=1)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	for _, kind := range []string{KindDockerNAT, KindDockerHost} {
+		t.Run(kind, func(t *testing.T) {
+			local, run, _ := testPlatform(t, ctx, kind)
+			h := startAgentHost(t, ctx)
+			p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				p.Close()
+				assertClean(t, run)
+			}()
+			if err := p.Check(ctx); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			srv, err := p.Start(ctx, "t1", redisSpec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Stop(ctx)
+			if d := srv.Describe(); !strings.Contains(d, "QEMU guest on sut host local-as-remote") || !strings.Contains(d, "Docker engine") {
+				t.Errorf("Describe = %s", d)
+			}
+			if !strings.HasSuffix(p.stagedDisk, ".qcow2") || !strings.Contains(p.stagedDisk, "disk-docker-") {
+				t.Errorf("staged disk %s, want the vm-docker disk as qcow2", p.stagedDisk)
+			}
+			addr := srv.Addr("redis")
+			if !strings.HasPrefix(addr, "127.0.0.1:") {
+				t.Errorf("Addr = %s, want the host's address", addr)
+			}
+			if err := redisproto.WaitReady(ctx, addr, 60*time.Second); err != nil {
+				t.Fatalf("redis at %s: %v", addr, err)
+			}
+			if m, err := srv.(platform.MachineReporter).MachineCPU(ctx); err != nil || !m.SUT {
+				t.Errorf("MachineCPU = %+v, %v", m, err)
+			}
+			if cpu, err := srv.(platform.CPUReporter).CPUTime(ctx); err != nil || cpu <= 0 {
+				t.Errorf("CPUTime = %v, %v", cpu, err)
+			}
+			if err := srv.Stop(ctx); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+		})
 	}
 }

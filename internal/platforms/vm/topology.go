@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,10 +19,15 @@ import (
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-// Machine implements deploy.Backend: the host's CPUs and each guest's vCPUs;
+// Machine implements deploy.Backend: the host's CPUs (the sut host's, for
+// guests there) and each guest's vCPUs;
 // on vm-docker every group is a container of one guest's engine.
 func (p *Platform) Machine() topology.Machine {
-	return topology.Machine{CPUs: deploy.HostCPUs(), VCPUs: p.vcpus, GuestMemory: p.memMiB << 20, GuestContainers: p.kind != platform.VM}
+	cpus := deploy.HostCPUs()
+	if p.on != nil {
+		cpus = p.on.CPUs()
+	}
+	return topology.Machine{CPUs: cpus, VCPUs: p.vcpus, GuestMemory: p.memMiB << 20, GuestContainers: p.kind != platform.VM}
 }
 
 // Open implements deploy.Backend. It boots the plan's guests (one by
@@ -31,11 +37,19 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
-	if p.on != nil {
-		return nil, platform.Unavailablef("%s: topologies in guests on sut host %s are not built yet (a guest's several servers on QEMU's user-mode network there): run this workload's vm rows without --hosts", p.name, p.on.Name())
+	guests := plan.Guests()
+	if p.on != nil && len(guests) > 1 {
+		return nil, fmt.Errorf("%d guests on sut host %s cannot reach each other on QEMU's user-mode network there: %s", len(guests), p.on.Name(), oneGuestHint)
 	}
-	ports, err := deploy.Ports(plan, p.env.ClientHost().ServerAddr())
-	if err != nil {
+	var ports map[topology.ServerID]map[string]int
+	if p.on != nil {
+		// Forwarded on the host's address: free in the host's kernel.
+		free, err := p.hostPorts(ctx, p.on.Addr().String(), deploy.PortCount(plan))
+		if err != nil {
+			return nil, err
+		}
+		ports = deploy.PortsFrom(plan, free)
+	} else if ports, err = deploy.Ports(plan, p.env.ClientHost().ServerAddr()); err != nil {
 		return nil, err
 	}
 	s := &vmSite{p: p, trial: trial, plan: plan, ports: ports, groups: map[string]*vmGroup{}}
@@ -44,7 +58,6 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 			s.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	guests := plan.Guests()
 	s.guests = make([]*vmGuest, len(guests))
 	errs := make([]error, len(guests))
 	var wg sync.WaitGroup
@@ -81,10 +94,13 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 		return nil, err
 	}
 	if p.userNet != "" && len(guests) > 1 {
-		return nil, fmt.Errorf("%d guests cannot reach each other on QEMU's user-mode network (the fallback: %s): use vms: 1", len(guests), p.userNet)
+		return nil, fmt.Errorf("%d guests cannot reach each other on QEMU's user-mode network (the fallback: %s): %s", len(guests), p.userNet, oneGuestHint)
 	}
 	return s, nil
 }
+
+// oneGuestHint says how a study puts a topology in one guest.
+const oneGuestHint = "run it in one guest (workload param vms: 1; redis-scaleout: guests: one)"
 
 type vmSite struct {
 	p      *Platform
@@ -221,6 +237,13 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 		return err
 	}
 	g.agent = vmagent.NewClientAddr(vg.g.reach+":"+strconv.Itoa(ap), token)
+	if vg.g.cfg.Bridge == nil {
+		// QEMU's user-mode network forwards only the servers' ports: the
+		// supervisor is reached through the guest's agent, from inside.
+		g.agent = vmagent.NewClientDial(vg.g.ip+":"+strconv.Itoa(ap), token, func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return vg.g.agent.Dial(ctx, addr)
+		})
+	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := g.agent.WaitReady(wctx); err != nil {
@@ -350,6 +373,9 @@ func (s *vmSite) Start(ctx context.Context, m deploy.Member) (platform.Server, e
 	vg.mu.Lock()
 	vg.held = append(vg.held, spec.Name)
 	vg.mu.Unlock()
+	if gp, ok := srv.(*guestProc); ok && s.p.on != nil {
+		return remoteProc{guestProc: gp, hostAnswers: hostAnswers{s.p}}, nil
+	}
 	return srv, nil
 }
 

@@ -32,33 +32,7 @@ func TestGuestTopology(t *testing.T) {
 	}()
 	vol := t.TempDir()
 	os.WriteFile(filepath.Join(vol, "seed.txt"), []byte("from the host\n"), 0o644)
-	topo := topology.Topology{
-		Instances: 2, VMs: 2,
-		Roles: []topology.Role{
-			{Name: "redis", Ports: []string{"redis"},
-				Ready: func(ctx context.Context, addr string) error { return redisproto.Ping(ctx, addr) },
-				Spec: func(topology.ServerID, topology.Peers) (platform.Spec, error) {
-					s := redisSpec()
-					s.Files = nil
-					s.User = "redis"
-					s.Volumes = []platform.Volume{{HostPath: vol, Path: "/data", Own: true}}
-					cmd := s.Command
-					s.Command = func(l platform.Listen) []string { return append(cmd(l)[:len(cmd(l))-1], "/data") }
-					return s, nil
-				}},
-			{Name: "lb", Ports: []string{"lb"}, After: []string{"redis"}, Entry: true,
-				Ready: func(ctx context.Context, addr string) error { return redisproto.Ping(ctx, addr) },
-				Spec: func(id topology.ServerID, peers topology.Peers) (platform.Spec, error) {
-					backend := peers.Addr("redis", 0, "redis")
-					return platform.Spec{Ports: []string{"lb"},
-						Command: func(l platform.Listen) []string { return []string{"haproxy", "-db", "-f", l.Dir + "/h.cfg"} },
-						Render: func(l platform.Listen) []platform.File {
-							cfg := fmt.Sprintf("defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\nfrontend f\n  bind %s:%d\n  default_backend b\nbackend b\n  server r %s\n", l.Host, l.Port("lb"), backend)
-							return []platform.File{{Path: "h.cfg", Content: []byte(cfg)}}
-						}}, nil
-				}},
-		},
-	}
+	topo := lbTopology(vol, 2, 2)
 	d, err := deploy.Deploy(ctx, p, "t1", topo, deploy.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +73,39 @@ func TestGuestTopology(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(res.Stdout), "redis /data/seed.txt") {
 			t.Errorf("the volume in guest %d: %q %v", g.vg.index, res.Stdout, err)
 		}
+	}
+}
+
+// lbTopology is HAProxy in front of a Redis whose data directory is the
+// volume vol, given to the redis user, on instances instances spread over
+// vms guests.
+func lbTopology(vol string, instances, vms int) topology.Topology {
+	return topology.Topology{
+		Instances: instances, VMs: vms,
+		Roles: []topology.Role{
+			{Name: "redis", Ports: []string{"redis"},
+				Ready: func(ctx context.Context, addr string) error { return redisproto.Ping(ctx, addr) },
+				Spec: func(topology.ServerID, topology.Peers) (platform.Spec, error) {
+					s := redisSpec()
+					s.Files = nil
+					s.User = "redis"
+					s.Volumes = []platform.Volume{{HostPath: vol, Path: "/data", Own: true}}
+					cmd := s.Command
+					s.Command = func(l platform.Listen) []string { return append(cmd(l)[:len(cmd(l))-1], "/data") }
+					return s, nil
+				}},
+			{Name: "lb", Ports: []string{"lb"}, After: []string{"redis"}, Entry: true,
+				Ready: func(ctx context.Context, addr string) error { return redisproto.Ping(ctx, addr) },
+				Spec: func(id topology.ServerID, peers topology.Peers) (platform.Spec, error) {
+					backend := peers.Addr("redis", 0, "redis")
+					return platform.Spec{Ports: []string{"lb"},
+						Command: func(l platform.Listen) []string { return []string{"haproxy", "-db", "-f", l.Dir + "/h.cfg"} },
+						Render: func(l platform.Listen) []platform.File {
+							cfg := fmt.Sprintf("defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\nfrontend f\n  bind %s:%d\n  default_backend b\nbackend b\n  server r %s\n", l.Host, l.Port("lb"), backend)
+							return []platform.File{{Path: "h.cfg", Content: []byte(cfg)}}
+						}}, nil
+				}},
+		},
 	}
 }
 

@@ -422,10 +422,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if p.on != nil {
-		return remoteServer{s}, nil
-	}
-	return s, nil
+	return p.onHost(s), nil
 }
 
 type server struct {
