@@ -167,6 +167,11 @@ func (p *dockerPlatform) plan(ctx context.Context, spec platform.Spec) (plan, er
 		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", a, a, a
 	case platform.DockerProxy:
 		pl.listen.Host, pickOn, pl.publishOn, pl.clientHost = "0.0.0.0", "127.0.0.1", "127.0.0.1", "127.0.0.1"
+		if p.site != nil {
+			// The sut host's address, kept from DNAT (viaProxy).
+			a := p.serverAddr()
+			pickOn, pl.publishOn, pl.clientHost = a, a, a
+		}
 	case platform.DockerBridge, platform.DockerNetwork:
 		// The container has its own network namespace, so any number is
 		// free there; taking one free on the host keeps numbers distinct.
@@ -276,6 +281,15 @@ func (p *dockerPlatform) Start(ctx context.Context, trial string, spec platform.
 	s, err := p.start(ctx, trial, spec, pl, p.opt.CPUSet)
 	if err != nil {
 		return nil, err
+	}
+	if p.site != nil && p.kind == platform.DockerProxy {
+		ports := make([]int, 0, len(spec.Ports))
+		for _, name := range spec.Ports {
+			ports = append(ports, pl.listen.Ports[name])
+		}
+		if err := p.viaProxy(ctx, s, ports); err != nil {
+			return nil, errors.Join(err, s.Stop(ctx))
+		}
 	}
 	return p.served(s), nil
 }
@@ -673,6 +687,8 @@ func (p *dockerPlatform) portParts(s *server, spec platform.Spec, pl plan) []str
 				via = p.eng.flavor.PublishVia
 			}
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (%s)", pl.publishOn, n, n, via))
+		case p.kind == platform.DockerProxy && p.site != nil:
+			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy: a nat rule of the run keeps the drivers' connections from Docker's DNAT)", pl.publishOn, n, n))
 		case p.kind == platform.DockerProxy:
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
 		case p.kind == platform.DockerBridge:

@@ -30,6 +30,11 @@ type server struct {
 	logPath  string // "" when the run keeps no logs
 	warnings []string
 	tracker  Tracker // the engine's CPU account when it gives no cgroup (Flavor.Track)
+	// undo removes what was made for the server beside its container
+	// (docker-proxy's rules on a sut host), after it stops.
+	undo []func(context.Context) error
+	// proxyPIDs are its docker-proxy processes on a sut host.
+	proxyPIDs []int
 
 	mu      sync.Mutex
 	stopped bool
@@ -93,6 +98,11 @@ func (s *server) Stop(ctx context.Context) error {
 	}
 	if s.tracker != nil {
 		if err := s.tracker.Release(); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
+		}
+	}
+	for _, undo := range s.undo {
+		if err := undo(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
 		}
 	}

@@ -44,6 +44,12 @@ type Site struct {
 	// Dial opens a TCP connection from the host (to a container's
 	// supervisor, and readiness probes: platform.ProbeDialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Run runs argv on the host (as the SSH user) and returns its stdout;
+	// a non-zero exit is an error with the output. docker-proxy's rules
+	// and process lookups there.
+	Run func(ctx context.Context, what string, argv ...string) ([]byte, error)
+	// ProcCPU is the CPU time of process pid of the host.
+	ProcCPU func(ctx context.Context, pid int) (time.Duration, error)
 }
 
 // putVolumes copies the volumes' trees to the site's host; here they are
@@ -62,11 +68,12 @@ func (p *dockerPlatform) putVolumes(ctx context.Context, vols []platform.Volume)
 
 // RemoteKinds are the network paths a Docker engine on a sut host offers
 // to drivers on other hosts: a port published on the host's address
-// (iptables DNAT there) and the host network. The others are refused:
-// docker-proxy publishes on the host's 127.0.0.1, the bridge paths
-// answer at container addresses on the host's bridge, which no other
-// machine has a route to.
-var RemoteKinds = []string{platform.DockerNAT, platform.DockerHost}
+// (iptables DNAT there), the same port taken by the userland proxy (a nat
+// rule of the run keeps the drivers' connections from DNAT, so they reach
+// docker-proxy's socket: see proxyPath) and the host network. The bridge
+// paths are refused: they answer at container addresses on the host's
+// bridge, which no other machine has a route to.
+var RemoteKinds = []string{platform.DockerNAT, platform.DockerProxy, platform.DockerHost}
 
 // RemoteRefusal is why the Docker platform kind (named name in the study)
 // is not offered on sut host host, or nil for RemoteKinds under runc.
@@ -74,8 +81,8 @@ func RemoteRefusal(kind, name, host string) error {
 	if v, ok := variants[kind]; ok && v.runtime == "" && slices.Contains(RemoteKinds, v.path) {
 		return nil
 	}
-	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat) and the host network (docker-host) reach there under runc; "+
-		"docker-proxy publishes on the host's 127.0.0.1 and the bridge paths answer at container addresses no other machine routes to", name, host)
+	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat, docker-proxy) and the host network (docker-host) reach there under runc; "+
+		"the bridge paths answer at container addresses no other machine routes to", name, host)
 }
 
 // NewOn returns the Docker platform of kind, as New does, on the engine
@@ -135,9 +142,19 @@ type remoteServer struct {
 	onSite
 }
 
-// OverheadCPUTime implements platform.OverheadReporter (onSite's: the
-// embedded server's reads this machine's /proc).
+// OverheadCPUTime implements platform.OverheadReporter: on docker-proxy
+// its docker-proxy processes there, which carry every byte; else nothing
+// (onSite's: the embedded server's reads this machine's /proc).
 func (s remoteServer) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
+	if len(s.proxyPIDs) > 0 {
+		var sum time.Duration
+		for _, pid := range s.proxyPIDs {
+			if d, err := s.site.ProcCPU(ctx, pid); err == nil {
+				sum += d
+			}
+		}
+		return sum, nil
+	}
 	return s.onSite.OverheadCPUTime(ctx)
 }
 

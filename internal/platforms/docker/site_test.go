@@ -3,12 +3,16 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nearnative/nearnative/internal/platform"
+	"github.com/nearnative/nearnative/internal/runid"
 	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
@@ -41,7 +45,7 @@ func TestSiteRefusesPathsOtherMachinesCannotReach(t *testing.T) {
 	eng := viaDialer(t)
 	_, img := needEngine(t)
 	env := platform.Env{Image: img}
-	for _, kind := range []string{platform.DockerProxy, platform.DockerBridge, platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
+	for _, kind := range []string{platform.DockerBridge, platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
 		_, err := NewOn(kind, kind, env, eng, platform.Options{}, Site{Host: "sut9"})
 		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut9") {
 			t.Errorf("%s: %v, want it refused as unavailable", kind, err)
@@ -84,6 +88,17 @@ func TestSiteServes(t *testing.T) {
 					owned = append(owned, path)
 					return os.Chown(path, uid, gid)
 				},
+				Run: func(ctx context.Context, what string, argv ...string) ([]byte, error) {
+					out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).Output()
+					if err != nil {
+						return out, fmt.Errorf("%s: %w", what, err)
+					}
+					return out, nil
+				},
+				ProcCPU: func(_ context.Context, pid int) (time.Duration, error) {
+					st, err := sysinfo.ReadProcStat(pid)
+					return st.CPU(), err
+				},
 			}
 			p, err := NewOn(kind, kind, env, eng, platform.Options{}, site)
 			if err != nil {
@@ -123,6 +138,61 @@ func TestSiteServes(t *testing.T) {
 			if len(put) != 1 || put[0] != vol || len(owned) != 1 || owned[0] != vol {
 				t.Fatalf("volume %s: put %v, owned %v: want it put on the host and given to the server's user there", vol, put, owned)
 			}
+			if kind == platform.DockerProxy {
+				proxied(t, s, env.Run, env.ClientHost())
+			}
 		})
+	}
+}
+
+// proxied checks docker-proxy on a site: the server's port has the run's
+// nat rule that keeps it from DNAT while it runs, and none once it stops;
+// its docker-proxy process was found and its CPU is the server's overhead.
+func proxied(t *testing.T, s platform.Server, run runid.ID, client interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr("redis"))
+	rule := func() bool {
+		out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", "PREROUTING").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "--dport "+port+" ") && strings.Contains(l, runid.Label+"="+string(run)) && strings.HasSuffix(l, "-j ACCEPT") {
+				return true
+			}
+		}
+		return false
+	}
+	if !rule() {
+		t.Fatalf("no nat rule of run %s keeps port %s from DNAT", run, port)
+	}
+	// A connection from the client host is docker-proxy's socket (under
+	// DNAT it would be the container's, in its own namespace).
+	c, err := client.DialContext(context.Background(), "tcp", s.Addr("redis"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := exec.Command("ss", "-tnpH", "state", "established", "( sport = :"+port+" )").Output()
+	if err != nil || !strings.Contains(string(out), `"docker-proxy"`) {
+		t.Errorf("the client's connection to port %s is not docker-proxy's (ss: %q, %v)", port, out, err)
+	}
+	rs, ok := s.(remoteServer)
+	if !ok || len(rs.proxyPIDs) == 0 {
+		t.Fatalf("server %T: no docker-proxy process found", s)
+	}
+	if _, err := s.(platform.OverheadReporter).OverheadCPUTime(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Describe(), "userland docker-proxy") {
+		t.Errorf("Describe() = %q, want the proxy path", s.Describe())
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rule() {
+		t.Errorf("the nat rule of port %s outlived its server", port)
 	}
 }

@@ -55,6 +55,9 @@ func (p *dockerPlatform) Machine() topology.Machine {
 // everything is on the client host's server address). Only the entry roles'
 // ports are published on the NAT and proxy paths.
 func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
+	if p.site != nil && p.kind == platform.DockerProxy {
+		return nil, platform.Unavailablef("%s: topologies on docker-proxy on sut host %s are not built yet (its single servers are): run this workload's docker-proxy rows without --hosts", p.name, p.site.Host)
+	}
 	var ports map[topology.ServerID]map[string]int
 	if p.site != nil {
 		free, err := p.site.FreePorts(ctx, p.serverAddr(), deploy.PortCount(plan))

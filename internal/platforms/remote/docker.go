@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
@@ -91,7 +92,7 @@ func (e *Engines) Close() error {
 	return errors.Join(errs...)
 }
 
-// Docker is a Docker platform (docker-nat or docker-host) on the sut
+// Docker is a Docker platform (docker-nat, docker-proxy or docker-host) on the sut
 // hosts: each server in a container of the engine of the host its role is
 // placed on, published on (or listening at) that host's address.
 type Docker struct {
@@ -167,6 +168,8 @@ func (d *Docker) site(h DockerHost) docker.Site {
 		CPUs:       h.CPUs(),
 		Exe:        h.Self(),
 		Dial:       h.DialContext,
+		Run:        o.run,
+		ProcCPU:    func(ctx context.Context, pid int) (time.Duration, error) { return h.Agent().CPUTime(ctx, pid) },
 	}
 }
 
