@@ -176,7 +176,11 @@ func (s remoteServer) Migrations(ctx context.Context) (int64, error) {
 
 // CPUSource implements platform.CPUDescriber.
 func (s remoteServer) CPUSource() string {
-	return "the container's cgroup on sut host " + s.site.Host + " (the engine's stats API)"
+	src := "the container's cgroup on sut host " + s.site.Host + " (the engine's stats API)"
+	if len(s.proxyPIDs) > 0 {
+		src += ", and its docker-proxy processes there (read by the host's agent)"
+	}
+	return src
 }
 
 // remoteSupervised is a server started by a supervisor in a container on
