@@ -16,9 +16,10 @@ import (
 // NetworkSweepers returns the sweepers of the host network objects the
 // inter-container networking platforms make, in removal order: namespaces
 // (their links go with them), OVS bridges and ports, links tagged with a
-// run's alias, iptables rules tagged with a run's comment.
+// run's alias, iptables rules tagged with a run's comment, and the routes
+// a run recorded on this machine as a driver host (Routes).
 func NetworkSweepers() []Sweeper {
-	return []Sweeper{Namespaces{}, OVS{}, Links{}, IPTables{}}
+	return []Sweeper{Namespaces{}, OVS{}, Links{}, IPTables{}, Routes{}}
 }
 
 // command runs argv; a missing tool is reported as ok=false without error,

@@ -4,15 +4,17 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/runid"
+	"github.com/nearnative/nearnative/internal/state"
 )
 
-// TestNetworkSweepers makes a tagged veth pair, namespace and iptables rule
-// as a crashed run would leave them, and checks that the sweepers find the
+// TestNetworkSweepers makes a tagged veth pair, namespace and iptables rule,
+// and a recorded route, as a crashed run would leave them, and checks that the sweepers find the
 // run and remove them all.
 func TestNetworkSweepers(t *testing.T) {
 	if testing.Short() {
@@ -48,6 +50,18 @@ func TestNetworkSweepers(t *testing.T) {
 	sh("ip", "netns", "add", ns)
 	sh("ip", "-n", ns, "link", "set", "dev", "lo", "alias", tag)
 	sh(append([]string{"iptables", "-w", "-I"}, rule...)...)
+	// A route a driver host's run added, with its record.
+	sh("ip", "addr", "add", "10.213.252.1/30", "dev", link)
+	sh("ip", "link", "set", "dev", link, "up")
+	sh("ip", "link", "set", "dev", peer, "up")
+	sh("ip", "route", "add", "10.213.253.0/24", "via", "10.213.252.2")
+	t.Cleanup(func() { exec.Command("ip", "route", "del", "10.213.253.0/24").Run() })
+	rec := filepath.Join(state.RouteDir, string(id)+"."+Routes{}.netns())
+	os.MkdirAll(state.RouteDir, 0o700)
+	if err := os.WriteFile(rec, []byte("10.213.253.0/24 via 10.213.252.2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(rec) })
 
 	for _, s := range NetworkSweepers() {
 		runs, err := s.Runs(ctx)
@@ -62,6 +76,12 @@ func TestNetworkSweepers(t *testing.T) {
 			t.Errorf("%s: %v", s.Kind(), err)
 		}
 		t.Logf("%s: %v", s.Kind(), removed)
+	}
+	if out, _ := exec.Command("ip", "route", "show", "10.213.253.0/24").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("the recorded route is left: %s", out)
+	}
+	if _, err := os.Stat(rec); err == nil {
+		t.Error("the route record is left")
 	}
 	out, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
 	if strings.Contains(string(out), tag) {

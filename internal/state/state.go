@@ -47,6 +47,14 @@ const EnvLockDir = "NEARNATIVE_LOCK_DIR"
 // DefaultLockDir holds one lock file per live run.
 const DefaultLockDir = "/run/nearnative/locks"
 
+// RouteDir holds, on a driver host, the routes a run added there (to a sut
+// host's container bridge, platform docker-bridge): a file RUN.NETNS (the
+// run, and the inode of the network namespace the routes are in: the
+// hosts of a test bed share one /run), a line "DST via GW" per route, so
+// that `nearnative cleanup` there removes them after a crash. Routes are
+// not labelled otherwise.
+const RouteDir = "/run/nearnative/routes"
+
 // LockDir holds one lock file per live run. It is the same for every state
 // directory: containers and processes are machine-wide, so a cleanup started
 // with another NEARNATIVE_HOME must still see that a run is alive.

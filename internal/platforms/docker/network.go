@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -72,8 +73,20 @@ func (p *dockerPlatform) networkIP(insp container.InspectResponse) string {
 // Close removes the network a DockerNetwork platform made; containers still
 // attached are the run's and go first. Other kinds hold nothing.
 func (p *dockerPlatform) Close() error {
-	if p.kind != platform.DockerNetwork {
-		return nil
+	p.mu.Lock()
+	unroute := p.unroute
+	p.unroute, p.routed = nil, false
+	p.mu.Unlock()
+	var errs []error
+	for i := len(unroute) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+		if err := unroute[i](ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+		}
+		cancel()
+	}
+	if err := errors.Join(errs...); err != nil || p.kind != platform.DockerNetwork {
+		return err
 	}
 	p.net.mu.Lock()
 	defer p.net.mu.Unlock()

@@ -57,10 +57,13 @@ type dockerPlatform struct {
 	site *Site
 
 	mu     sync.Mutex
-	bridge string         // name of the default bridge's interface, once known
-	routed bool           // the client host has its route to the default bridge
-	nets   []netip.Prefix // the containers' network's subnets, once known
-	gvisor *Gvisor        // how runsc sandboxes, once Check has read it
+	bridge string // name of the default bridge's interface, once known
+	routed bool   // the client host has its route to the default bridge
+	// unroute removes what routing made on a sut host and its driver
+	// hosts (docker-bridge there), when the platform closes.
+	unroute []func(context.Context) error
+	nets    []netip.Prefix // the containers' network's subnets, once known
+	gvisor  *Gvisor        // how runsc sandboxes, once Check has read it
 
 	net userNetwork // the run's own network, for kind DockerNetwork
 }
@@ -124,6 +127,12 @@ func (p *dockerPlatform) Check(ctx context.Context) error {
 			return platform.Unavailablef("%s publishes on an address of a link nearnative made (its client host's), and was given a client on loopback", p.name)
 		}
 	case platform.DockerBridge, platform.DockerNetwork:
+		if p.site != nil && p.kind == platform.DockerBridge {
+			// The driver hosts are routed through the sut host now, so
+			// that a driver host that routes the bridge's subnet
+			// otherwise is refused before the first trial.
+			return p.ensureRoute(ctx)
+		}
 		if err := p.client().CanRoute(); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -584,11 +593,53 @@ func (p *dockerPlatform) ensureRoute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: inspecting the default bridge: %w", p.name, err)
 	}
-	if err := routeTo(ctx, p.client(), n); err != nil {
+	if p.site != nil {
+		err = p.routeDrivers(ctx, n)
+	} else {
+		err = routeTo(ctx, p.client(), n)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.routed = true
 	return nil
+}
+
+// routeDrivers makes the driver hosts reach the sut host's default bridge
+// n: a route on each driver host via the sut host (Site.RouteDrivers), and
+// on the sut host a rule of the run, first in DOCKER-USER, accepting what
+// they forward to the bridge (Docker drops forwarded connections to ports
+// it did not publish); both go when the platform closes. p.mu is held.
+func (p *dockerPlatform) routeDrivers(ctx context.Context, n network.Inspect) error {
+	gw, err := netip.ParseAddr(p.serverAddr())
+	if err != nil {
+		return fmt.Errorf("the sut host's address %q: %w", p.serverAddr(), err)
+	}
+	label := runid.Label + "=" + string(p.env.Run)
+	for _, c := range n.IPAM.Config {
+		pfx, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !pfx.Addr().Is4() {
+			continue
+		}
+		from, undo, err := p.site.RouteDrivers(ctx, pfx.Masked(), gw)
+		if err != nil {
+			return err
+		}
+		p.unroute = append(p.unroute, undo)
+		for _, src := range from {
+			match := []string{"-s", src.String() + "/32", "-d", pfx.Masked().String(), "-m", "comment", "--comment", label, "-j", "ACCEPT"}
+			what := fmt.Sprintf("accepting the driver host %s's connections to the bridge %s (needs root there)", src, pfx)
+			if _, err := p.site.Run(ctx, what, append([]string{"iptables", "-w", "-I", "DOCKER-USER", "1"}, match...)...); err != nil {
+				return err
+			}
+			p.unroute = append(p.unroute, func(ctx context.Context) error {
+				_, err := p.site.Run(ctx, "removing the rule for "+src.String(), append([]string{"iptables", "-w", "-D", "DOCKER-USER"}, match...)...)
+				return err
+			})
+		}
+		return nil
+	}
+	return fmt.Errorf("network %s has no IPv4 subnet to route the driver hosts to", n.Name)
 }
 
 // from is where connections to the platform's servers come from: loopback,
@@ -691,6 +742,8 @@ func (p *dockerPlatform) portParts(s *server, spec platform.Spec, pl plan) []str
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy: a nat rule of the run keeps the drivers' connections from Docker's DNAT)", pl.publishOn, n, n))
 		case p.kind == platform.DockerProxy:
 			parts = append(parts, fmt.Sprintf("published %s:%d -> %d (userland docker-proxy)", pl.publishOn, n, n))
+		case p.kind == platform.DockerBridge && p.site != nil:
+			parts = append(parts, fmt.Sprintf("client to %s:%d (routed by the driver hosts via the sut host, then its bridge; no NAT)", s.bridgeIP, n))
 		case p.kind == platform.DockerBridge:
 			parts = append(parts, fmt.Sprintf("client to %s:%d (veth, no NAT)", s.bridgeIP, n))
 		case p.kind == platform.DockerNetwork:

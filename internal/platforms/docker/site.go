@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ type Site struct {
 	Run func(ctx context.Context, what string, argv ...string) ([]byte, error)
 	// ProcCPU is the CPU time of process pid of the host.
 	ProcCPU func(ctx context.Context, pid int) (time.Duration, error)
+	// RouteDrivers makes the run's driver hosts reach dst through gw (the
+	// host's address) and returns the addresses they come from and how to
+	// undo it (docker-bridge there: remote.RouteDrivers).
+	RouteDrivers func(ctx context.Context, dst netip.Prefix, gw netip.Addr) (from []netip.Addr, undo func(context.Context) error, err error)
 }
 
 // putVolumes copies the volumes' trees to the site's host; here they are
@@ -70,10 +75,11 @@ func (p *dockerPlatform) putVolumes(ctx context.Context, vols []platform.Volume)
 // to drivers on other hosts: a port published on the host's address
 // (iptables DNAT there), the same port taken by the userland proxy (a nat
 // rule of the run keeps the drivers' connections from DNAT, so they reach
-// docker-proxy's socket: see proxyPath) and the host network. The bridge
-// paths are refused: they answer at container addresses on the host's
-// bridge, which no other machine has a route to.
-var RemoteKinds = []string{platform.DockerNAT, platform.DockerProxy, platform.DockerHost}
+// docker-proxy's socket: see viaProxy), the container's own address on the
+// host's default bridge (the driver hosts routed there through the host:
+// routeDrivers) and the host network. docker-network (a bridge of the
+// run's own) is not offered there yet.
+var RemoteKinds = []string{platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost}
 
 // RemoteRefusal is why the Docker platform kind (named name in the study)
 // is not offered on sut host host, or nil for RemoteKinds under runc.
@@ -81,8 +87,8 @@ func RemoteRefusal(kind, name, host string) error {
 	if v, ok := variants[kind]; ok && v.runtime == "" && slices.Contains(RemoteKinds, v.path) {
 		return nil
 	}
-	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat, docker-proxy) and the host network (docker-host) reach there under runc; "+
-		"the bridge paths answer at container addresses no other machine routes to", name, host)
+	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat, docker-proxy), the default bridge routed through the host (docker-bridge) and the host network (docker-host) reach there under runc; "+
+		"the other runtimes and docker-network (a bridge of the run's own) are not offered there yet", name, host)
 }
 
 // NewOn returns the Docker platform of kind, as New does, on the engine

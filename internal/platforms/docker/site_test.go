@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,7 +46,7 @@ func TestSiteRefusesPathsOtherMachinesCannotReach(t *testing.T) {
 	eng := viaDialer(t)
 	_, img := needEngine(t)
 	env := platform.Env{Image: img}
-	for _, kind := range []string{platform.DockerBridge, platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
+	for _, kind := range []string{platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
 		_, err := NewOn(kind, kind, env, eng, platform.Options{}, Site{Host: "sut9"})
 		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut9") {
 			t.Errorf("%s: %v, want it refused as unavailable", kind, err)
@@ -66,14 +67,31 @@ func TestSiteServes(t *testing.T) {
 	for _, kind := range RemoteKinds {
 		t.Run(kind, func(t *testing.T) {
 			_, env := newPlatform(t, kind, kind, platform.Options{}) // the run, its client host and the leftovers check
+			if kind == platform.DockerProxy {
+				// Drivers on other machines, not this one's loopback: a
+				// client host in a namespace, as for docker-nat.
+				env.Client = testClient(t, platform.DockerNAT, env.Run)
+			}
+			var closers []func() error
+			defer func() {
+				for _, c := range closers {
+					if err := c(); err != nil {
+						t.Errorf("Close: %v", err)
+					}
+				}
+			}()
 			asked := 0
+			var routed []netip.Prefix
+			unrouted := 0
 			var put, owned []string
 			machine := platform.MachineSample{Name: "sut9", SUT: true}
 			site := Site{
 				Host: "sut9",
 				FreePorts: func(ctx context.Context, addr string, n int) ([]int, error) {
 					asked++
-					if addr != env.ClientHost().ServerAddr() {
+					// docker-bridge's ports are the container's own: any
+					// free number (the host's loopback is asked).
+					if want := env.ClientHost().ServerAddr(); kind == platform.DockerBridge && addr != "127.0.0.1" || kind != platform.DockerBridge && addr != want {
 						t.Errorf("ports asked on %s, want the server address %s", addr, env.ClientHost().ServerAddr())
 					}
 					ps, err := platform.FreePorts(addr, n)
@@ -99,17 +117,38 @@ func TestSiteServes(t *testing.T) {
 					st, err := sysinfo.ReadProcStat(pid)
 					return st.CPU(), err
 				},
+				// The client host in its namespace stands for the driver
+				// hosts: its route to the bridge, from its address.
+				RouteDrivers: func(ctx context.Context, dst netip.Prefix, gw netip.Addr) ([]netip.Addr, func(context.Context) error, error) {
+					routed = append(routed, dst)
+					if gw.String() != env.ClientHost().ServerAddr() {
+						t.Errorf("routed via %s, want the server address %s", gw, env.ClientHost().ServerAddr())
+					}
+					if err := env.ClientHost().Route(ctx, dst); err != nil {
+						return nil, nil, err
+					}
+					from := netip.MustParseAddr(env.ClientHost().ClientAddr())
+					return []netip.Addr{from}, func(context.Context) error { unrouted++; return nil }, nil
+				},
 			}
 			p, err := NewOn(kind, kind, env, eng, platform.Options{}, site)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c, ok := p.(platform.Closer); ok {
+				closers = append(closers, c.Close)
 			}
 			s := start(t, p, "t1", redisSpec("redis"))
 			if asked != 1 {
 				t.Fatalf("the site was asked for ports %d times, want 1", asked)
 			}
 			host, _, _ := net.SplitHostPort(s.Addr("redis"))
-			if host != env.ClientHost().ServerAddr() {
+			if kind == platform.DockerBridge {
+				// The container's own address, on the routed bridge.
+				if a, err := netip.ParseAddr(host); err != nil || len(routed) != 1 || !routed[0].Contains(a) {
+					t.Fatalf("server at %s, want an address of the routed bridge %v", s.Addr("redis"), routed)
+				}
+			} else if host != env.ClientHost().ServerAddr() {
 				t.Fatalf("server at %s, want the server address %s", s.Addr("redis"), env.ClientHost().ServerAddr())
 			}
 			pingFrom(t, env.ClientHost(), s.Addr("redis"))
@@ -140,6 +179,9 @@ func TestSiteServes(t *testing.T) {
 			}
 			if kind == platform.DockerProxy {
 				proxied(t, s, env.Run, env.ClientHost())
+			}
+			if kind == platform.DockerBridge {
+				bridged(t, p, routed, &unrouted, env)
 			}
 		})
 	}
@@ -194,5 +236,32 @@ func proxied(t *testing.T, s platform.Server, run runid.ID, client interface {
 	}
 	if rule() {
 		t.Errorf("the nat rule of port %s outlived its server", port)
+	}
+}
+
+// bridged checks docker-bridge on a site: the driver hosts were routed to
+// the bridge once, the host accepts their forwarded connections by a rule
+// of the run in DOCKER-USER, and Close removes the rule and the routes.
+func bridged(t *testing.T, p platform.Platform, routed []netip.Prefix, unrouted *int, env platform.Env) {
+	t.Helper()
+	if len(routed) != 1 {
+		t.Fatalf("routed %v, want the default bridge once", routed)
+	}
+	rule := func() bool {
+		out, err := exec.Command("iptables", "-w", "-S", "DOCKER-USER").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(out), "-s "+env.ClientHost().ClientAddr()+"/32 -d "+routed[0].String()) &&
+			strings.Contains(string(out), runid.Label+"="+string(env.Run))
+	}
+	if !rule() {
+		t.Fatalf("no DOCKER-USER rule of run %s accepts %s to %s", env.Run, env.ClientHost().ClientAddr(), routed[0])
+	}
+	if err := p.(platform.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rule() || *unrouted != 1 {
+		t.Errorf("after Close: rule left %v, routes undone %d times (want 1)", rule(), *unrouted)
 	}
 }

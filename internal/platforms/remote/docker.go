@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -169,7 +170,10 @@ func (d *Docker) site(h DockerHost) docker.Site {
 		Exe:        h.Self(),
 		Dial:       h.DialContext,
 		Run:        o.run,
-		ProcCPU:    func(ctx context.Context, pid int) (time.Duration, error) { return h.Agent().CPUTime(ctx, pid) },
+		RouteDrivers: func(ctx context.Context, dst netip.Prefix, gw netip.Addr) ([]netip.Addr, func(context.Context) error, error) {
+			return RouteDrivers(ctx, d.clientFor(h), d.env.Run, dst, gw)
+		},
+		ProcCPU: func(ctx context.Context, pid int) (time.Duration, error) { return h.Agent().CPUTime(ctx, pid) },
 	}
 }
 

@@ -59,7 +59,7 @@ func TestDockerTopologyOnOneHostOnly(t *testing.T) {
 	}
 }
 
-// TestDockerRefusedBeforeTheEngine: a path other machines cannot reach is
+// TestDockerRefusedBeforeTheEngine: a path not offered on a sut host is
 // refused before any engine is reached or given the image.
 func TestDockerRefusedBeforeTheEngine(t *testing.T) {
 	h := fakeHost{"sut1"}
@@ -68,13 +68,15 @@ func TestDockerRefusedBeforeTheEngine(t *testing.T) {
 		t.Fatal("the local engine was asked for the image")
 		return nil, nil
 	}}
-	for _, kind := range []string{platform.DockerProxy, platform.DockerBridge, platform.DockerRunscNAT} {
+	for _, kind := range []string{platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunBridge} {
 		_, err := remote.NewDocker(kind, kind, place, []remote.DockerHost{h}, platform.Env{}, platform.Options{}, engines, nil)
 		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut1") {
 			t.Errorf("%s: %v, want it refused naming the host", kind, err)
 		}
 	}
-	if _, err := remote.NewDocker(platform.DockerHost, "dh", place, []remote.DockerHost{h}, platform.Env{}, platform.Options{}, engines, nil); err != nil {
-		t.Errorf("docker-host: %v", err)
+	for _, kind := range docker.RemoteKinds {
+		if _, err := remote.NewDocker(kind, kind, place, []remote.DockerHost{h}, platform.Env{}, platform.Options{}, engines, nil); err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
 	}
 }

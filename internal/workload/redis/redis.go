@@ -150,7 +150,9 @@ func (in *Instance) Run(ctx context.Context, t workload.Trial) (_ workload.Resul
 	keys := in.keyspace
 	if in.op == "get" {
 		keys = in.preload
-		if err := Preload(ctx, addr, in.preload, in.datasize); err != nil {
+		// From the client host, as the load: a server on a sut host or a
+		// platform subnet may not be reachable from this machine.
+		if err := Preload(ctx, t.ClientHost().DialContext, addr, in.preload, in.datasize); err != nil {
 			return res, err
 		}
 	}
@@ -312,10 +314,13 @@ func ParseCSV(out []byte) (Row, error) {
 }
 
 // Preload writes n keys (key:%012d, the names redis-benchmark's -r draws)
-// with size-byte values over one pipelined connection.
-func Preload(ctx context.Context, addr string, n, size int) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+// with size-byte values over one pipelined connection opened by dial (nil:
+// from this machine).
+func Preload(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n, size int) error {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("preload: %w", err)
 	}
