@@ -646,6 +646,16 @@ type Space struct {
 // system (the sum checkSpace held against the free space when New ran).
 func (in *Instance) Space() []Space { return in.space }
 
+// freeBytes is the space left to an unprivileged user on dir's file
+// system (a variable: tests of the parameters give it a disk of their own).
+var freeBytes = func(dir string) (int64, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return 0, err
+	}
+	return int64(fs.Bavail) * int64(fs.Bsize), nil
+}
+
 // checkSpace fails when the file systems of dirs lack room for one file of
 // size bytes in each dir, plus a margin per file (a tenth, and 64 MiB),
 // saying the largest size that fits. Dirs on one file system need room
@@ -669,11 +679,11 @@ func checkSpace(dirs []string, size int64, given string) ([]Space, error) {
 		}
 		f := byDev[st.Dev]
 		if f == nil {
-			var fs unix.Statfs_t
-			if err := unix.Statfs(dir, &fs); err != nil {
+			free, err := freeBytes(dir)
+			if err != nil {
 				return nil, fmt.Errorf("checking free space under %s: %w", dir, err)
 			}
-			f = &fsys{dir: dir, free: int64(fs.Bavail) * int64(fs.Bsize)}
+			f = &fsys{dir: dir, free: free}
 			byDev[st.Dev] = f
 			order = append(order, f)
 		}
