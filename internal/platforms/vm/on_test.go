@@ -96,6 +96,27 @@ func (h *agentHost) DialContext(ctx context.Context, network, addr string) (net.
 	return d.DialContext(ctx, network, addr)
 }
 
+// onHostPlatform is the platform kind whose guests boot on a "sut host"
+// (this machine through an agent on stdio), checked; when the test ends it
+// is closed and nothing of its run may be left.
+func onHostPlatform(t *testing.T, ctx context.Context, kind string) *Platform {
+	t.Helper()
+	local, run, _ := testPlatform(t, ctx, kind)
+	h := startAgentHost(t, ctx)
+	p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Close()
+		assertClean(t, run)
+	})
+	if err := p.Check(ctx); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return p
+}
+
 // TestGuestOnHost boots a real guest on a "sut host" (this machine through
 // an agent on stdio, as over SSH): the kernel, initramfs and qcow2 disk are
 // staged in StageDir there, QEMU is the agent's process, the server answers
@@ -105,19 +126,7 @@ func (h *agentHost) DialContext(ctx context.Context, network, addr string) (net.
 func TestGuestOnHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	local, run, _ := testPlatform(t, ctx, platform.VM)
-	h := startAgentHost(t, ctx)
-	p, err := NewOn(platform.VM, "vm", local.env, state.Home(), platform.Options{}, local.api, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		p.Close()
-		assertClean(t, run)
-	}()
-	if err := p.Check(ctx); err != nil {
-		t.Fatalf("Check: %v", err)
-	}
+	p := onHostPlatform(t, ctx, platform.VM)
 	srv, err := p.Start(ctx, "t1", redisSpec())
 	if err != nil {
 		t.Fatal(err)
@@ -211,19 +220,7 @@ func TestGuestDockerOnHost(t *testing.T) {
 	defer cancel()
 	for _, kind := range []string{KindDockerNAT, KindDockerHost} {
 		t.Run(kind, func(t *testing.T) {
-			local, run, _ := testPlatform(t, ctx, kind)
-			h := startAgentHost(t, ctx)
-			p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				p.Close()
-				assertClean(t, run)
-			}()
-			if err := p.Check(ctx); err != nil {
-				t.Fatalf("Check: %v", err)
-			}
+			p := onHostPlatform(t, ctx, kind)
 			srv, err := p.Start(ctx, "t1", redisSpec())
 			if err != nil {
 				t.Fatal(err)
