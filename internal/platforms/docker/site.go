@@ -196,9 +196,18 @@ type remoteSupervised struct {
 	onSite
 }
 
-// OverheadCPUTime implements platform.OverheadReporter, as remoteServer's.
+// OverheadCPUTime implements platform.OverheadReporter, as remoteServer's:
+// the docker-proxy processes of its own ports on docker-proxy, else nothing.
 func (s remoteSupervised) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
-	return s.onSite.OverheadCPUTime(ctx)
+	var sum time.Duration
+	for _, port := range s.supervised.site.memberPorts(s.m.Server) {
+		for _, pid := range s.g.proxyPIDs[port] {
+			if d, err := s.onSite.site.ProcCPU(ctx, pid); err == nil {
+				sum += d
+			}
+		}
+	}
+	return sum, nil
 }
 
 // served is server s as the platform hands it out: on a sut host, with

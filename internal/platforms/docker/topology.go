@@ -55,9 +55,6 @@ func (p *dockerPlatform) Machine() topology.Machine {
 // everything is on the client host's server address). Only the entry roles'
 // ports are published on the NAT and proxy paths.
 func (p *dockerPlatform) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	if p.site != nil && p.kind == platform.DockerProxy {
-		return nil, platform.Unavailablef("%s: topologies on docker-proxy on sut host %s are not built yet (its single servers are): run this workload's docker-proxy rows without --hosts", p.name, p.site.Host)
-	}
 	var ports map[topology.ServerID]map[string]int
 	if p.site != nil {
 		free, err := p.site.FreePorts(ctx, p.serverAddr(), deploy.PortCount(plan))
@@ -104,6 +101,10 @@ type group struct {
 	cpus      string
 	agent     *vmagent.Client
 	started   []string
+	// proxyPIDs are the docker-proxy processes of its entry members'
+	// ports on a sut host, by port; unproxy removes their nat rules.
+	proxyPIDs map[int][]int
+	unproxy   func(context.Context) error
 }
 
 func (s *site) Port(id topology.ServerID, port string) int { return deploy.PortOf(s.ports, id, port) }
@@ -128,9 +129,28 @@ func (s *site) publishOn(entry bool) (string, error) {
 	case platform.DockerNAT:
 		return s.p.serverAddr(), nil
 	case platform.DockerProxy:
+		if s.p.site != nil {
+			// The sut host's address, kept from DNAT (viaProxy).
+			return s.p.serverAddr(), nil
+		}
 		return "127.0.0.1", nil
 	}
 	return "", nil
+}
+
+// proxied says whether an entry server's published ports take docker-proxy
+// through the run's nat rules (docker-proxy on a sut host).
+func (s *site) proxied(sv topology.Server) bool {
+	return s.p.site != nil && s.p.kind == platform.DockerProxy && sv.Entry
+}
+
+// memberPorts are server sv's port numbers.
+func (s *site) memberPorts(sv topology.Server) []int {
+	var out []int
+	for _, pn := range sv.Ports {
+		out = append(out, s.Port(sv.ID, pn))
+	}
+	return out
 }
 
 func (s *site) cpuset(sv topology.Server) string {
@@ -218,6 +238,17 @@ func (s *site) openSupervisor(ctx context.Context, g *group) (err error) {
 	if err := g.agent.WaitReady(wctx); err != nil {
 		tail := (&server{eng: s.p.eng, id: g.id}).logTail(context.WithoutCancel(ctx), logTailLines)
 		return fmt.Errorf("the supervisor in container %s did not answer within %v: %w; its log:\n%s", g.cname, agentTimeout, err, indent(tail))
+	}
+	var ports []int
+	for _, m := range g.members {
+		if s.proxied(m.Server) {
+			ports = append(ports, s.memberPorts(m.Server)...)
+		}
+	}
+	if len(ports) > 0 {
+		if g.proxyPIDs, g.unproxy, err = s.p.proxyPorts(ctx, ports); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -317,6 +348,10 @@ func (s *site) removeSupervisor(ctx context.Context, g *group) error {
 	defer cancel()
 	cli := s.p.eng.cli
 	var errs []error
+	if g.unproxy != nil {
+		errs = append(errs, g.unproxy(ctx))
+		g.unproxy = nil
+	}
 	timeout := stopTimeout
 	if err := cli.ContainerStop(ctx, g.id, container.StopOptions{Timeout: &timeout}); err != nil && !gone(err) {
 		errs = append(errs, fmt.Errorf("stopping container %s: %w", g.cname, err))
@@ -370,6 +405,11 @@ func (s *site) startDirect(ctx context.Context, g *group, m deploy.Member) (plat
 	srv, err := s.p.start(ctx, s.trial, m.Spec, pl, s.cpuset(m.Server))
 	if err != nil {
 		return nil, err
+	}
+	if s.proxied(m.Server) {
+		if err := s.p.viaProxy(ctx, srv, s.memberPorts(m.Server)); err != nil {
+			return nil, errors.Join(err, srv.Stop(ctx))
+		}
 	}
 	g.srv = srv
 	g.ip, g.cname, g.cpus = srv.bridgeIP, srv.name, s.cpuset(m.Server)

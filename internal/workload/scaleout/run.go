@@ -493,8 +493,11 @@ func proxyStats(ctx context.Context, d *deploy.Deployment) (proxyReport, error) 
 	case <-time.After(600 * time.Millisecond):
 	}
 	var out proxyReport
-	for _, r := range d.Role(RoleProxy) {
-		st, err := readStats(ctx, r.Srv.Addr(PortStats))
+	// From each twemproxy's own host when it is on another machine (a
+	// container on a sut host's bridge is not reachable from here).
+	dialers := d.Dialers(RoleProxy)
+	for i, r := range d.Role(RoleProxy) {
+		st, err := readStats(ctx, dialers[i], r.Srv.Addr(PortStats))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.ID.Name(), err)
 		}
@@ -506,11 +509,13 @@ func proxyStats(ctx context.Context, d *deploy.Deployment) (proxyReport, error) 
 	return out, nil
 }
 
-// readStats reads a twemproxy's JSON statistics: its pool's counters and
-// each server's.
-func readStats(ctx context.Context, addr string) ([]serverStats, error) {
-	var dl net.Dialer
-	c, err := dl.DialContext(ctx, "tcp", addr)
+// readStats reads a twemproxy's JSON statistics (its pool's counters and
+// each server's) over a connection opened by dial (nil: from here).
+func readStats(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) ([]serverStats, error) {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("twemproxy statistics at %s: %w", addr, err)
 	}
