@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -186,7 +187,10 @@ func (s *Service) environ() []string {
 	return env
 }
 
-// waitSocket waits for the service's socket, or for the service to exit.
+// waitSocket waits until the service's socket takes a connection, or for
+// the service to exit. The socket's file appears when the service binds
+// it, before it listens: a connection in between is refused (seen under
+// load in make test), so its existence is not enough.
 func (s *Service) waitSocket(ctx context.Context, sock string) error {
 	err := platform.WaitReady(ctx, startTimeout, 20*time.Millisecond, func(ctx context.Context) error {
 		select {
@@ -194,8 +198,12 @@ func (s *Service) waitSocket(ctx context.Context, sock string) error {
 			return ready.Final(errExited) // waiting will not bring it back
 		default:
 		}
-		_, err := os.Stat(sock)
-		return err
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "unix", sock)
+		if err != nil {
+			return err
+		}
+		return c.Close()
 	})
 	if err != nil {
 		return fmt.Errorf("podman system service did not make its socket %s (%w); its log says:\n%s", sock, err, s.logTail())
