@@ -99,16 +99,16 @@ func (c *Client) FreePorts(ctx context.Context, self, addr string, n int) ([]int
 	}
 	out, err := c.Output(ctx, Proc{Name: "free-ports", Argv: []string{self, StdioArg, "--free-ports", strconv.Itoa(n), "--on", addr}, Dir: "/"})
 	if err != nil {
-		return nil, fmt.Errorf("finding free ports: %w", err)
+		return nil, err
 	}
 	f := strings.Fields(string(out))
 	if len(f) != n {
-		return nil, fmt.Errorf("finding free ports: %d ports in the answer %q, want %d", len(f), out, n)
+		return nil, fmt.Errorf("%d ports in the answer %q, want %d", len(f), out, n)
 	}
 	ports := make([]int, n)
 	for i := range f {
 		if ports[i], err = strconv.Atoi(f[i]); err != nil {
-			return nil, fmt.Errorf("finding free ports: %w", err)
+			return nil, err
 		}
 	}
 	return ports, nil

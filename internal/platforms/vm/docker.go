@@ -82,10 +82,11 @@ func (p *Platform) seedDockerDisk(ctx context.Context, disk string) error {
 	accel := p.probe.Accel
 	if p.on != nil {
 		// Guests of a sut host boot a disk seeded here: the seeding guest
-		// runs on this machine, with this machine's acceleration.
+		// runs on this machine, with this machine's acceleration (checkOn
+		// probed it; Probe answers once per process).
 		r, err := Probe(ctx)
 		if err != nil {
-			return fmt.Errorf("vm-docker: the guest disk for sut host %s is seeded by a guest on this machine, and none boots here: %w", p.on.Name(), err)
+			return err
 		}
 		accel = r.Accel
 	}

@@ -98,6 +98,11 @@ func (p *Platform) checkOn(ctx context.Context) (vmprobe.Result, error) {
 			return none, platform.Unavailablef("%s not found here (it builds the guests' disk): apt-get install -y %s", tool.bin, tool.pkg)
 		}
 	}
+	if p.kind != platform.VM {
+		if _, err := Probe(ctx); err != nil {
+			return none, platform.Unavailablef("%s: the guests' disk is seeded by a guest on this machine, and none boots here: %v", p.name, err)
+		}
+	}
 	k, err := vmprobe.DefaultKernel()
 	if err != nil {
 		return none, platform.Unavailablef("%v", err)
@@ -144,12 +149,7 @@ func (p *Platform) prepareOn(ctx context.Context, api client.APIClient) error {
 	if p.initrd, err = BuildInitrd(p.dir, p.Exe, p.kernel); err != nil {
 		return err
 	}
-	if p.kind == platform.VM {
-		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log())
-	} else {
-		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log(), p.seedDockerDisk)
-	}
-	if err != nil {
+	if p.disk, err = p.buildDisk(ctx, api); err != nil {
 		return err
 	}
 	// The raw disk is sparse (3 GB of which 1.4 used): a qcow2 copy of it
@@ -235,7 +235,7 @@ func (p *Platform) stage(ctx context.Context, local string) (string, bool, error
 func (p *Platform) hostPorts(ctx context.Context, addr string, n int) ([]int, error) {
 	ports, err := p.on.Agent().FreePorts(ctx, p.on.Self(), addr, n)
 	if err != nil {
-		return nil, fmt.Errorf("sut host %s: %w", p.on.Name(), err)
+		return nil, fmt.Errorf("sut host %s: finding free ports: %w", p.on.Name(), err)
 	}
 	return ports, nil
 }

@@ -213,11 +213,7 @@ func TestGuestOnHost(t *testing.T) {
 // DNAT), the host reports its machine, and Stop leaves nothing behind.
 // Minutes under TCG: make test-vm-docker (NEARNATIVE_VM_DOCKER_TEST=1).
 func TestGuestDockerOnHost(t *testing.T) {
-	if os.Getenv("NEARNATIVE_VM_DOCKER_TEST") != "1" {
-		t.Skip("vm-docker guests take minutes under TCG: run `make test-vm-docker` (NEARNATIVE_VM_DOCKER_TEST=1)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	ctx := vmDockerTest(t)
 	for _, kind := range []string{KindDockerNAT, KindDockerHost} {
 		t.Run(kind, func(t *testing.T) {
 			p := onHostPlatform(t, ctx, kind)

@@ -38,8 +38,10 @@ func (p *Platform) Machine() topology.Machine {
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
 	guests := plan.Guests()
-	if p.on != nil && len(guests) > 1 {
-		return nil, fmt.Errorf("%d guests on sut host %s cannot reach each other on QEMU's user-mode network there: %s", len(guests), p.on.Name(), oneGuestHint)
+	// Known before booting on a sut host (always user-mode there) or after
+	// an earlier fallback; else known once the guests have booted.
+	if err := p.joinable(len(guests)); err != nil {
+		return nil, err
 	}
 	var ports map[topology.ServerID]map[string]int
 	if p.on != nil {
@@ -93,14 +95,20 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if p.userNet != "" && len(guests) > 1 {
-		return nil, fmt.Errorf("%d guests cannot reach each other on QEMU's user-mode network (the fallback: %s): %s", len(guests), p.userNet, oneGuestHint)
+	if err := p.joinable(len(guests)); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// oneGuestHint says how a study puts a topology in one guest.
-const oneGuestHint = "run it in one guest (workload param vms: 1; redis-scaleout: guests: one)"
+// joinable refuses n guests on QEMU's user-mode network, which does not
+// join guests, saying how a study puts its topology in one guest.
+func (p *Platform) joinable(n int) error {
+	if p.userNet == "" || n <= 1 {
+		return nil
+	}
+	return fmt.Errorf("%d guests cannot reach each other on QEMU's user-mode network (%s): run it in one guest (workload param vms: 1; redis-scaleout: guests: one)", n, p.userNet)
+}
 
 type vmSite struct {
 	p      *Platform

@@ -244,16 +244,21 @@ func (p *Platform) doPrepare(ctx context.Context) error {
 			return errors.Join(fmt.Errorf("%s: %w", p.name, err), rerr)
 		}
 	}
-	if p.kind == platform.VM {
-		p.disk, err = BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log())
-	} else {
-		p.disk, err = buildDockerDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log(), p.seedDockerDisk)
-	}
-	if err != nil {
+	if p.disk, err = p.buildDisk(ctx, api); err != nil {
 		return err
 	}
 	p.ready = true
 	return nil
+}
+
+// buildDisk builds (or finds) the guests' disk of the platform's kind: the
+// workload image's tree, or on the vm-docker kinds that tree with Docker
+// and the image loaded into its engine (by a guest booted here).
+func (p *Platform) buildDisk(ctx context.Context, api client.APIClient) (Disk, error) {
+	if p.kind == platform.VM {
+		return BuildDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log())
+	}
+	return buildDockerDisk(ctx, api, p.dir, p.env.Image, p.kernel, p.log(), p.seedDockerDisk)
 }
 
 // resolveImage names the workload image when the run names none (its study

@@ -137,15 +137,24 @@ func redisSpec() platform.Spec {
 
 // TestGuestDockerRedis runs redis-server in a container of the guest's
 // Docker engine, published on the guest's address and on its host network.
-// TestGuestDockerRedis builds the vm-docker disk (about 5 minutes under TCG
-// on a fresh machine) and boots dockerd in guests (about a minute each), so
-// it runs only when asked: make test-vm-docker, or NEARNATIVE_VM_DOCKER_TEST=1.
-func TestGuestDockerRedis(t *testing.T) {
+// vmDockerTest skips the test unless NEARNATIVE_VM_DOCKER_TEST=1 (vm-docker
+// guests take minutes under TCG: make test-vm-docker) and returns its
+// context, bounded to 20 minutes.
+func vmDockerTest(t *testing.T) context.Context {
+	t.Helper()
 	if os.Getenv("NEARNATIVE_VM_DOCKER_TEST") != "1" {
 		t.Skip("vm-docker guests take minutes under TCG: run `make test-vm-docker` (NEARNATIVE_VM_DOCKER_TEST=1)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestGuestDockerRedis builds the vm-docker disk (about 5 minutes under TCG
+// on a fresh machine) and boots dockerd in guests (about a minute each), so
+// it runs only when asked: make test-vm-docker, or NEARNATIVE_VM_DOCKER_TEST=1.
+func TestGuestDockerRedis(t *testing.T) {
+	ctx := vmDockerTest(t)
 	for _, kind := range []string{KindDockerNAT, KindDockerHost} {
 		t.Run(kind, func(t *testing.T) {
 			p, run, _ := testPlatform(t, ctx, kind)
