@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -77,16 +76,14 @@ func (p *dockerPlatform) Close() error {
 	unroute := p.unroute
 	p.unroute, p.routed = nil, false
 	p.mu.Unlock()
-	var errs []error
-	for i := len(unroute) - 1; i >= 0; i-- {
-		ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
-		if err := unroute[i](ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
-		}
-		cancel()
+	uctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
+	err := unroute.run(uctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	if err := errors.Join(errs...); err != nil || p.kind != platform.DockerNetwork {
-		return err
+	if p.kind != platform.DockerNetwork {
+		return nil
 	}
 	p.net.mu.Lock()
 	defer p.net.mu.Unlock()

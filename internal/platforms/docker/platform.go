@@ -61,7 +61,7 @@ type dockerPlatform struct {
 	routed bool   // the client host has its route to the default bridge
 	// unroute removes what routing made on a sut host and its driver
 	// hosts (docker-bridge there), when the platform closes.
-	unroute []func(context.Context) error
+	unroute undos
 	nets    []netip.Prefix // the containers' network's subnets, once known
 	gvisor  *Gvisor        // how runsc sandboxes, once Check has read it
 
@@ -615,7 +615,6 @@ func (p *dockerPlatform) routeDrivers(ctx context.Context, n network.Inspect) er
 	if err != nil {
 		return fmt.Errorf("the sut host's address %q: %w", p.serverAddr(), err)
 	}
-	label := runid.Label + "=" + string(p.env.Run)
 	for _, c := range n.IPAM.Config {
 		pfx, err := netip.ParsePrefix(c.Subnet)
 		if err != nil || !pfx.Addr().Is4() {
@@ -627,15 +626,12 @@ func (p *dockerPlatform) routeDrivers(ctx context.Context, n network.Inspect) er
 		}
 		p.unroute = append(p.unroute, undo)
 		for _, src := range from {
-			match := []string{"-s", src.String() + "/32", "-d", pfx.Masked().String(), "-m", "comment", "--comment", label, "-j", "ACCEPT"}
-			what := fmt.Sprintf("accepting the driver host %s's connections to the bridge %s (needs root there)", src, pfx)
-			if _, err := p.site.Run(ctx, what, append([]string{"iptables", "-w", "-I", "DOCKER-USER", "1"}, match...)...); err != nil {
+			undo, err := p.siteAccept(ctx, fmt.Sprintf("accepting the driver host %s's connections to the bridge %s", src, pfx),
+				"filter", "DOCKER-USER", "-s", src.String()+"/32", "-d", pfx.Masked().String())
+			if err != nil {
 				return err
 			}
-			p.unroute = append(p.unroute, func(ctx context.Context) error {
-				_, err := p.site.Run(ctx, "removing the rule for "+src.String(), append([]string{"iptables", "-w", "-D", "DOCKER-USER"}, match...)...)
-				return err
-			})
+			p.unroute = append(p.unroute, undo)
 		}
 		return nil
 	}

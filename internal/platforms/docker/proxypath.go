@@ -41,33 +41,22 @@ func (p *dockerPlatform) viaProxy(ctx context.Context, s *server, ports []int) e
 // to remove the rules. On an error the rules made are removed.
 func (p *dockerPlatform) proxyPorts(ctx context.Context, ports []int) (map[int][]int, func(context.Context) error, error) {
 	addr := p.serverAddr()
-	label := runid.Label + "=" + string(p.env.Run)
-	var undos []func(context.Context) error
-	undo := func(ctx context.Context) error {
-		var errs []error
-		for _, u := range undos {
-			errs = append(errs, u(ctx))
-		}
-		return errors.Join(errs...)
-	}
+	var made undos
 	fail := func(err error) (map[int][]int, func(context.Context) error, error) {
-		return nil, nil, errors.Join(err, undo(context.WithoutCancel(ctx)))
+		return nil, nil, errors.Join(fmt.Errorf("%s: %w", p.name, err), made.run(context.WithoutCancel(ctx)))
 	}
 	pids := map[int][]int{}
 	for _, port := range ports {
-		match := []string{"-d", addr + "/32", "-p", "tcp", "--dport", strconv.Itoa(port), "-m", "comment", "--comment", label, "-j", "ACCEPT"}
-		what := fmt.Sprintf("taking port %d past Docker's DNAT to docker-proxy (needs root there)", port)
-		if _, err := p.site.Run(ctx, what, append([]string{"iptables", "-w", "-t", "nat", "-I", "PREROUTING", "1"}, match...)...); err != nil {
-			return fail(fmt.Errorf("%s: %w", p.name, err))
+		undo, err := p.siteAccept(ctx, fmt.Sprintf("taking port %d past Docker's DNAT to docker-proxy", port),
+			"nat", "PREROUTING", "-d", addr+"/32", "-p", "tcp", "--dport", strconv.Itoa(port))
+		if err != nil {
+			return fail(err)
 		}
-		undos = append(undos, func(ctx context.Context) error {
-			_, err := p.site.Run(ctx, fmt.Sprintf("removing the docker-proxy rule of port %d", port), append([]string{"iptables", "-w", "-t", "nat", "-D", "PREROUTING"}, match...)...)
-			return err
-		})
+		made = append(made, undo)
 		pattern := fmt.Sprintf("docker-proxy .*-host-ip %s -host-port %d ", regexp.QuoteMeta(addr), port)
 		out, err := p.site.Run(ctx, "finding docker-proxy", "sh", "-c", `pgrep -f -- "$1" || true`, "sh", pattern)
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", p.name, err))
+			return fail(err)
 		}
 		for _, f := range strings.Fields(string(out)) {
 			if pid, err := strconv.Atoi(f); err == nil {
@@ -75,8 +64,35 @@ func (p *dockerPlatform) proxyPorts(ctx context.Context, ports []int) (map[int][
 			}
 		}
 		if len(pids[port]) == 0 {
-			return fail(fmt.Errorf("%s: dockerd on sut host %s serves port %d with no docker-proxy process (it runs with userland-proxy=false): remove that setting there and restart dockerd, or leave docker-proxy out of the study", p.name, p.site.Host, port))
+			return fail(fmt.Errorf("dockerd on sut host %s serves port %d with no docker-proxy process (it runs with userland-proxy=false): remove that setting there and restart dockerd, or leave docker-proxy out of the study", p.site.Host, port))
 		}
 	}
-	return pids, undo, nil
+	return pids, made.run, nil
+}
+
+// siteAccept inserts an iptables rule of the run that accepts what match
+// matches, first in chain of table on the site's host (the SSH user must
+// be root there), and returns its removal. what says what it is for.
+func (p *dockerPlatform) siteAccept(ctx context.Context, what, table, chain string, match ...string) (func(context.Context) error, error) {
+	rule := append(append([]string{}, match...), "-m", "comment", "--comment", runid.Label+"="+string(p.env.Run), "-j", "ACCEPT")
+	if _, err := p.site.Run(ctx, what+" (needs root there)", append([]string{"iptables", "-w", "-t", table, "-I", chain, "1"}, rule...)...); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := p.site.Run(ctx, "removing the rule "+what, append([]string{"iptables", "-w", "-t", table, "-D", chain}, rule...)...)
+		return err
+	}, nil
+}
+
+// undos remove what was made beside the containers (rules, routes), the
+// last made first.
+type undos []func(context.Context) error
+
+// run runs every removal, all of them whatever fails.
+func (u undos) run(ctx context.Context) error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i](ctx))
+	}
+	return errors.Join(errs...)
 }

@@ -32,7 +32,7 @@ type server struct {
 	tracker  Tracker // the engine's CPU account when it gives no cgroup (Flavor.Track)
 	// undo removes what was made for the server beside its container
 	// (docker-proxy's rules on a sut host), after it stops.
-	undo []func(context.Context) error
+	undo undos
 	// proxyPIDs are its docker-proxy processes on a sut host.
 	proxyPIDs []int
 
@@ -101,10 +101,8 @@ func (s *server) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
 		}
 	}
-	for _, undo := range s.undo {
-		if err := undo(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
-		}
+	if err := s.undo.run(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("container %s: %w", s.name, err))
 	}
 	return errors.Join(errs...)
 }

@@ -137,10 +137,19 @@ func (o onSite) ProbeDial(ctx context.Context, network, addr string) (net.Conn, 
 	return o.site.Dial(ctx, network, addr)
 }
 
-// OverheadCPUTime implements platform.OverheadReporter: nothing. The
-// docker-proxy processes are the host's and are not read; docker-nat's
-// load takes the host's DNAT rule, not them.
-func (o onSite) OverheadCPUTime(context.Context) (time.Duration, error) { return 0, nil }
+// procsCPU sums the CPU time of processes pids of the host (a server's
+// docker-proxy processes there, on docker-proxy: they carry every byte);
+// one that has exited counts nothing. On the other paths a server has
+// none: docker-nat's load takes the host's DNAT rule, not the proxies.
+func (o onSite) procsCPU(ctx context.Context, pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		if d, err := o.site.ProcCPU(ctx, pid); err == nil {
+			sum += d
+		}
+	}
+	return sum
+}
 
 // remoteServer is a container on a sut host.
 type remoteServer struct {
@@ -148,20 +157,11 @@ type remoteServer struct {
 	onSite
 }
 
-// OverheadCPUTime implements platform.OverheadReporter: on docker-proxy
-// its docker-proxy processes there, which carry every byte; else nothing
-// (onSite's: the embedded server's reads this machine's /proc).
+// OverheadCPUTime implements platform.OverheadReporter: its docker-proxy
+// processes there (on docker-proxy; none on the other paths), not the
+// embedded server's reading of this machine's /proc.
 func (s remoteServer) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
-	if len(s.proxyPIDs) > 0 {
-		var sum time.Duration
-		for _, pid := range s.proxyPIDs {
-			if d, err := s.site.ProcCPU(ctx, pid); err == nil {
-				sum += d
-			}
-		}
-		return sum, nil
-	}
-	return s.onSite.OverheadCPUTime(ctx)
+	return s.procsCPU(ctx, s.proxyPIDs), nil
 }
 
 // Migrations implements deploy.Scheduler: every process the engine lists
@@ -197,17 +197,13 @@ type remoteSupervised struct {
 }
 
 // OverheadCPUTime implements platform.OverheadReporter, as remoteServer's:
-// the docker-proxy processes of its own ports on docker-proxy, else nothing.
+// the docker-proxy processes of its own ports (on docker-proxy).
 func (s remoteSupervised) OverheadCPUTime(ctx context.Context) (time.Duration, error) {
-	var sum time.Duration
+	var pids []int
 	for _, port := range s.supervised.site.memberPorts(s.m.Server) {
-		for _, pid := range s.g.proxyPIDs[port] {
-			if d, err := s.onSite.site.ProcCPU(ctx, pid); err == nil {
-				sum += d
-			}
-		}
+		pids = append(pids, s.g.proxyPIDs[port]...)
 	}
-	return sum, nil
+	return s.procsCPU(ctx, pids), nil
 }
 
 // served is server s as the platform hands it out: on a sut host, with
