@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/hostroute"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/state"
 )
 
 // TestNetworkSweepers makes a tagged veth pair, namespace and iptables rule,
@@ -56,8 +56,8 @@ func TestNetworkSweepers(t *testing.T) {
 	sh("ip", "link", "set", "dev", peer, "up")
 	sh("ip", "route", "add", "10.213.253.0/24", "via", "10.213.252.2")
 	t.Cleanup(func() { exec.Command("ip", "route", "del", "10.213.253.0/24").Run() })
-	rec := filepath.Join(state.RouteDir, string(id)+"."+Routes{}.netns())
-	os.MkdirAll(state.RouteDir, 0o700)
+	rec := hostroute.Table{}.Record(id)
+	os.MkdirAll(filepath.Dir(rec), 0o700)
 	if err := os.WriteFile(rec, []byte("10.213.253.0/24 via 10.213.252.2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/nearnative/nearnative/internal/runid"
 )
 
-// scriptRunner is a driver host whose route script answers as told (the
-// real script would change this machine's routes).
+// scriptRunner is a driver host whose `agent --route add` answers as told
+// (the real one would change this machine's routes; package hostroute's
+// tests cover it).
 type scriptRunner struct {
 	name   string
 	route  host.Job // what the route script returns
@@ -26,7 +27,7 @@ func (r scriptRunner) Name() string               { return r.name }
 func (r scriptRunner) Self() string               { return "/var/tmp/nearnative/nearnative" }
 func (r scriptRunner) ClockOffset() time.Duration { return 0 }
 func (r scriptRunner) RunJob(_ context.Context, argv []string, _ []byte) (host.Job, error) {
-	if strings.Contains(argv[2], "ip route replace") {
+	if len(argv) > 3 && argv[2] == "--route" && argv[3] == "add" {
 		return r.route, nil
 	}
 	*r.unrout = append(*r.unrout, r.name)
