@@ -156,14 +156,14 @@ func (d *Deployment) Entries(role, port string) []string {
 
 // Dialers are how this machine reaches each server of role, in the
 // order of Entries: the server's platform.ProbeDialer (a server on another
-// machine, reached from its own host), nil to dial from here.
+// machine, reached from its own host), else a net.Dialer here.
 func (d *Deployment) Dialers(role string) []func(ctx context.Context, network, addr string) (net.Conn, error) {
 	var out []func(ctx context.Context, network, addr string) (net.Conn, error)
 	for _, r := range d.Role(role) {
 		if pd, ok := r.Srv.(platform.ProbeDialer); ok {
 			out = append(out, pd.ProbeDial)
 		} else {
-			out = append(out, nil)
+			out = append(out, (&net.Dialer{}).DialContext)
 		}
 	}
 	return out

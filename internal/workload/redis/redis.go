@@ -314,12 +314,9 @@ func ParseCSV(out []byte) (Row, error) {
 }
 
 // Preload writes n keys (key:%012d, the names redis-benchmark's -r draws)
-// with size-byte values over one pipelined connection opened by dial (nil:
-// from this machine).
+// with size-byte values over one pipelined connection opened by dial (the
+// client host's, as redisproto.WaitReadyDial's).
 func Preload(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n, size int) error {
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
 	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("preload: %w", err)

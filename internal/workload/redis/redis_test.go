@@ -266,7 +266,7 @@ func TestPreloadRealServer(t *testing.T) {
 		t.Fatalf("%v\nredis-server output:\n%s", err, log.String())
 	}
 
-	if err := Preload(ctx, nil, addr, 10000, 1); err != nil {
+	if err := Preload(ctx, (&net.Dialer{}).DialContext, addr, 10000, 1); err != nil {
 		t.Fatalf("Preload: %v", err)
 	}
 

@@ -510,11 +510,8 @@ func proxyStats(ctx context.Context, d *deploy.Deployment) (proxyReport, error) 
 }
 
 // readStats reads a twemproxy's JSON statistics (its pool's counters and
-// each server's) over a connection opened by dial (nil: from here).
+// each server's) over a connection opened by dial.
 func readStats(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) ([]serverStats, error) {
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
 	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("twemproxy statistics at %s: %w", addr, err)
