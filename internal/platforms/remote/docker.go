@@ -93,9 +93,10 @@ func (e *Engines) Close() error {
 	return errors.Join(errs...)
 }
 
-// Docker is a Docker platform (docker-nat, docker-proxy or docker-host) on the sut
+// Docker is a Docker platform (one of docker.RemoteKinds) on the sut
 // hosts: each server in a container of the engine of the host its role is
-// placed on, published on (or listening at) that host's address.
+// placed on, published on (or listening at) that host's address, or on its
+// bridge (docker-bridge).
 type Docker struct {
 	kind, name string
 	place      func(role string) DockerHost

@@ -4,9 +4,11 @@
 // from the hosts file (its private or test-bed link), never on a wildcard.
 // The load comes from the run's driver hosts (sshhost.ClientHost).
 //
-// Docker's docker-nat and docker-host run there too (Docker, driving the
-// host's dockerd through the SSH connection). VM, Kubernetes and the other
-// kinds on a remote sut are not built yet: Refusal says so for each.
+// Docker's paths offered there (docker.RemoteKinds) run there too (Docker,
+// driving the host's dockerd through the SSH connection; the driver hosts
+// routed to its bridge for docker-bridge: RouteDrivers); the VM kinds are
+// package vm's (vm.NewOn). Kubernetes and the other kinds on a remote sut
+// are not built yet: Refusal says so for each.
 package remote
 
 import (
@@ -51,7 +53,7 @@ func Refusal(base, host string) error {
 	if base == platform.Native || IsDocker(base) || base == platform.VM || base == platform.VMDocker || base == platform.VMDockerHost {
 		return nil
 	}
-	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat, docker-host and vm run on sut host %s, %s does not; run it without --hosts", host, base)
+	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat, docker-proxy, docker-bridge, docker-host and the vm kinds run on sut host %s, %s does not; run it without --hosts", host, base)
 }
 
 // IsDocker reports whether base is one of Docker's kinds (the network
