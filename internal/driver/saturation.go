@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nearnative/nearnative/internal/sysinfo"
 )
 
 // Limits say when a driver counts as saturated (the bottleneck, rather than
@@ -196,18 +198,12 @@ func countFDs() int {
 	return len(ents)
 }
 
-// portRange reads the kernel's ephemeral port range.
+// portRange reads the kernel's ephemeral port range (hi < lo when unknown).
 func portRange() (lo, hi int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	lo, hi, err := sysinfo.EphemeralPorts(sysinfo.LocalPortRange)
 	if err != nil {
 		return 0, -1
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, -1
-	}
-	lo, _ = strconv.Atoi(f[0])
-	hi, _ = strconv.Atoi(f[1])
 	return lo, hi
 }
 

@@ -705,28 +705,6 @@ func BuiltinNames() []string {
 	return n
 }
 
-// FreePorts asks the kernel for n distinct free TCP ports on the given host
-// address. The ports are released before returning, so a race with another
-// process is possible but rare; callers report "port in use" clearly if lost.
-func FreePorts(host string, n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port on %s: %w", host, err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // AssignPorts maps the spec's port names to free ports on host.
 func AssignPorts(spec Spec, host string) (map[string]int, error) {
 	ports, err := FreePorts(host, len(spec.Ports))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -438,5 +440,66 @@ func TestEveryBuiltinHasAFamily(t *testing.T) {
 	}
 	if Family("no-such-kind") != "" || FamilyRank("no-such-kind") != len(Families) {
 		t.Error("an unknown kind has a family")
+	}
+}
+
+func TestPortPool(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		lo, hi     int
+	}{
+		{"linux default", "32768\t60999\n", 61000, 65535},
+		{"wide top taken", "32768 65000\n", 10000, 32767},
+		{"whole range ephemeral", "1024 65535\n", 1, 0},
+		{"garbage", "x y\n", 1, 0},
+		{"one field", "32768\n", 1, 0},
+		{"reversed", "60999 32768\n", 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "range")
+			if err := os.WriteFile(f, []byte(c.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			old := localPortRange
+			localPortRange = f
+			defer func() { localPortRange = old }()
+			lo, hi := portPool()
+			if lo != c.lo || hi != c.hi {
+				t.Errorf("portPool() = %d-%d, want %d-%d", lo, hi, c.lo, c.hi)
+			}
+		})
+	}
+}
+
+// TestFreePortsOutsideEphemeral checks that the ports handed out cannot be
+// taken as a connection's source port in the gap before their server binds.
+func TestFreePortsOutsideEphemeral(t *testing.T) {
+	lo, hi := portPool()
+	if hi < lo {
+		t.Skipf("this machine's ephemeral range leaves no pool (%s)", localPortRange)
+	}
+	ports, err := FreePorts("127.0.0.1", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < lo || p > hi {
+			t.Errorf("port %d outside the pool %d-%d", p, lo, hi)
+		}
+		if seen[p] {
+			t.Errorf("port %d twice", p)
+		}
+		seen[p] = true
+	}
+	// A second call before anything binds them must not hand them out again.
+	more, err := FreePorts("127.0.0.1", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range more {
+		if seen[p] {
+			t.Errorf("port %d handed out twice across calls", p)
+		}
 	}
 }

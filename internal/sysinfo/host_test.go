@@ -203,3 +203,24 @@ func TestHostHelpersLive(t *testing.T) {
 		t.Errorf("CgroupVersion = %q", v)
 	}
 }
+
+func TestParseEphemeralPorts(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		lo, hi int
+		ok     bool
+	}{
+		{"32768\t60999\n", 32768, 60999, true},
+		{"1024 65535", 1024, 65535, true},
+		{"32768", 0, 0, false},
+		{"a b", 0, 0, false},
+		{"60999 32768", 0, 0, false},
+		{"0 100", 0, 0, false},
+		{"1 70000", 0, 0, false},
+	} {
+		lo, hi, err := ParseEphemeralPorts(c.in)
+		if (err == nil) != c.ok || lo != c.lo || hi != c.hi {
+			t.Errorf("ParseEphemeralPorts(%q) = %d, %d, %v; want %d, %d, ok=%v", c.in, lo, hi, err, c.lo, c.hi, c.ok)
+		}
+	}
+}

@@ -92,7 +92,7 @@ func Handshake(ctx context.Context, w io.Writer, r io.Reader, logTo io.Writer, t
 
 // FreePorts asks the machine of a stdio agent for n free TCP ports on
 // addr there, running its nearnative binary self as `agent --free-ports`
-// (the kernel picks them, as platform.FreePorts does here).
+// (chosen there as platform.FreePorts chooses them here).
 func (c *Client) FreePorts(ctx context.Context, self, addr string, n int) ([]int, error) {
 	if n == 0 {
 		return nil, nil
