@@ -10,10 +10,10 @@
 // figures from them test correctness, not performance, and every table of
 // a run on them says so.
 //
-// With Docker, the sut host runs a dockerd of its own in its namespace
-// (socket /run/nntb-<tag>/docker.sock, images in
-// /var/lib/nearnative/testbed/<tag>/docker), named in the hosts file as its
-// docker_socket.
+// With Docker, every sut host runs a dockerd of its own in its namespace
+// (the first's socket /run/nntb-<tag>/docker.sock and images in
+// /var/lib/nearnative/testbed/<tag>/docker; a second's /run/nntb-<tag>-2
+// and .../docker-2), named in the hosts file as its docker_socket.
 //
 // Everything carries the label: the bridge and the namespaces are named
 // nntb-<tag>..., every namespace's loopback and the bridge have the alias
@@ -57,10 +57,13 @@ type Config struct {
 	// Tag names the test bed (at most 4 lower-case letters or digits):
 	// "tb" for `nearnative testbed up`, another for tests.
 	Tag string
-	// Hosts is the number of hosts, 2 or 3: the first is the sut, the
-	// others drivers.
+	// Hosts is the number of hosts, 2 or 3: the first Suts are sut
+	// hosts, the others drivers.
 	Hosts int
-	// Docker starts a dockerd of the sut host's own in its namespace
+	// Suts is the number of sut hosts, 1 (the default, 0) or 2; at
+	// least one host is left for the drivers.
+	Suts int
+	// Docker starts a dockerd of each sut host's own in its namespace
 	// (its own socket, data and exec roots, bridge and iptables rules),
 	// for the Docker platforms on a sut host.
 	Docker bool
@@ -69,22 +72,39 @@ type Config struct {
 	Purge bool
 }
 
-// DockerRoot is where the sut host's dockerd keeps its images: beside
-// this machine's /var/lib/docker, on a file system dockerd's overlay2
-// works on (a test directory under /tmp may be an overlay itself).
-func (c Config) DockerRoot() string {
-	return filepath.Join("/var/lib/nearnative/testbed", c.Tag, "docker")
+// DockerRoot is where the first sut host's dockerd keeps its images:
+// beside this machine's /var/lib/docker, on a file system dockerd's
+// overlay2 works on (a test directory under /tmp may be an overlay itself).
+func (c Config) DockerRoot() string { return c.dockerRootOf(0) }
+
+// dockerRootOf is sut host k's DockerRoot.
+func (c Config) dockerRootOf(k int) string {
+	name := "docker"
+	if k > 0 {
+		name += "-" + strconv.Itoa(k+1)
+	}
+	return filepath.Join("/var/lib/nearnative/testbed", c.Tag, name)
 }
+
+// suts is the number of sut hosts, the default applied.
+func (c Config) suts() int { return max(c.Suts, 1) }
 
 // Dockerd is the Docker daemon a test bed's sut host runs.
 const Dockerd = "dockerd"
 
-// runDir holds the sut host's dockerd socket, pid file and exec root:
-// short, for unix socket paths.
-func (c Config) runDir() string { return "/run/nntb-" + c.Tag }
+// runDirOf holds sut host k's dockerd socket, pid file and exec root:
+// short, for unix socket paths ("-" is no tag's, so no other test bed's).
+func (c Config) runDirOf(k int) string {
+	if k == 0 {
+		return "/run/nntb-" + c.Tag
+	}
+	return "/run/nntb-" + c.Tag + "-" + strconv.Itoa(k+1)
+}
 
-// DockerSocket is the API socket of the sut host's dockerd.
-func (c Config) DockerSocket() string { return filepath.Join(c.runDir(), "docker.sock") }
+// DockerSocket is the API socket of the first sut host's dockerd.
+func (c Config) DockerSocket() string { return c.socketOf(0) }
+
+func (c Config) socketOf(k int) string { return filepath.Join(c.runDirOf(k), "docker.sock") }
 
 // Validate checks the settings.
 func (c Config) Validate() error {
@@ -96,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.Hosts < 2 || c.Hosts > 3 {
 		return fmt.Errorf("testbed: %d hosts: want 2 or 3 (one sut, the others drivers)", c.Hosts)
+	}
+	if c.Suts < 0 || c.Suts > 2 || c.suts() >= c.Hosts {
+		return fmt.Errorf("testbed: %d sut hosts of %d: want 1, or 2 of 3 hosts (one host at least drives the load)", c.Suts, c.Hosts)
 	}
 	return nil
 }
@@ -210,15 +233,15 @@ func Up(ctx context.Context, c Config) (hostsFile string, err error) {
 		}
 		known.WriteString(knownhosts.Line([]string{knownhosts.Normalize(addr.String())}, hk) + "\n")
 		role := "driver"
-		if k == 0 {
+		if k < c.suts() {
 			role = "sut"
 		}
 		fmt.Fprintf(&hosts, "  - name: %s\n    address: %s\n    user: root\n    key: id_ed25519\n    roles: [%s]\n", c.hostName(k), addr, role)
-		if k == 0 && c.Docker {
-			if err := c.upDocker(ctx); err != nil {
+		if k < c.suts() && c.Docker {
+			if err := c.upDocker(ctx, k); err != nil {
 				return "", fmt.Errorf("testbed host %s: %w", c.hostName(k), err)
 			}
-			fmt.Fprintf(&hosts, "    docker_socket: %s\n", c.DockerSocket())
+			fmt.Fprintf(&hosts, "    docker_socket: %s\n", c.socketOf(k))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte(known.String()), 0o644); err != nil {
@@ -303,16 +326,17 @@ Subsystem sftp internal-sftp
 	return pk, err
 }
 
-// upDocker starts the sut host's dockerd in its namespace and waits until
-// it answers. Its images stay in DockerRoot for the next test bed of the
-// tag (unless Down purges them).
-func (c Config) upDocker(ctx context.Context) error {
+// upDocker starts sut host k's dockerd in its namespace and waits until
+// it answers. Its images stay in its data root for the next test bed of
+// the tag (unless Down purges them).
+func (c Config) upDocker(ctx context.Context, k int) error {
 	bin, err := exec.LookPath(Dockerd)
 	if err != nil {
 		return fmt.Errorf("dockerd missing: install docker.io (`make setup` does), or build the test bed without Docker (--docker=false)")
 	}
-	hd := filepath.Join(c.Dir, c.hostName(0))
-	if err := os.MkdirAll(c.runDir(), 0o700); err != nil {
+	hd := filepath.Join(c.Dir, c.hostName(k))
+	runDir, sock := c.runDirOf(k), c.socketOf(k)
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return err
 	}
 	conf := filepath.Join(hd, "dockerd.json")
@@ -326,9 +350,9 @@ func (c Config) upDocker(ctx context.Context) error {
 	}
 	defer logf.Close()
 	// nsenter, as for sshd: the cgroup file systems stay in view.
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.netns(0), bin,
-		"--config-file", conf, "--data-root", c.DockerRoot(), "--exec-root", filepath.Join(c.runDir(), "exec"),
-		"--pidfile", filepath.Join(c.runDir(), "dockerd.pid"), "-H", "unix://"+c.DockerSocket())
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+c.netns(k), bin,
+		"--config-file", conf, "--data-root", c.dockerRootOf(k), "--exec-root", filepath.Join(runDir, "exec"),
+		"--pidfile", filepath.Join(runDir, "dockerd.pid"), "-H", "unix://"+sock)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -337,40 +361,36 @@ func (c Config) upDocker(ctx context.Context) error {
 	go cmd.Wait() // reaped when it ends, at `testbed down`
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := net.DialTimeout("unix", c.DockerSocket(), time.Second)
+		conn, err := net.DialTimeout("unix", sock, time.Second)
 		if err == nil {
 			conn.Close()
-			if _, err := os.Stat(filepath.Join(c.runDir(), "dockerd.pid")); err == nil {
+			if _, err := os.Stat(filepath.Join(runDir, "dockerd.pid")); err == nil {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			log, _ := os.ReadFile(filepath.Join(hd, "dockerd.log"))
-			return fmt.Errorf("dockerd does not answer on %s: %v: %s", c.DockerSocket(), err, lastLines(string(log), 3))
+			return fmt.Errorf("dockerd does not answer on %s: %v: %s", sock, err, lastLines(string(log), 3))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// downDocker stops the sut host's dockerd (it stops its containers first)
+// downDocker stops sut host k's dockerd (it stops its containers first)
 // and removes its run directory.
-func (c Config) downDocker() error {
-	if b, err := os.ReadFile(filepath.Join(c.runDir(), "dockerd.pid")); err == nil {
+func (c Config) downDocker(k int) error {
+	runDir := c.runDirOf(k)
+	if b, err := os.ReadFile(filepath.Join(runDir, "dockerd.pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 && isComm(pid, "dockerd") {
 			syscall.Kill(pid, syscall.SIGTERM)
 			waitGone(pid, 30*time.Second)
 		}
 	}
 	// dockerd leaves its default namespace's bind mount in its exec root.
-	unmountUnder(c.runDir())
-	unmountUnder(c.DockerRoot())
-	if err := os.RemoveAll(c.runDir()); err != nil {
-		return fmt.Errorf("removing %s: %w", c.runDir(), err)
-	}
-	if c.Purge {
-		if err := os.RemoveAll(filepath.Dir(c.DockerRoot())); err != nil {
-			return fmt.Errorf("removing %s: %w", c.DockerRoot(), err)
-		}
+	unmountUnder(runDir)
+	unmountUnder(c.dockerRootOf(k))
+	if err := os.RemoveAll(runDir); err != nil {
+		return fmt.Errorf("removing %s: %w", runDir, err)
 	}
 	return nil
 }
@@ -407,8 +427,15 @@ func lastLines(s string, n int) string {
 // error. The key pair and the files in c.Dir stay.
 func Down(ctx context.Context, c Config) error {
 	var errs []error
-	if err := c.downDocker(); err != nil {
-		errs = append(errs, err)
+	for k := 0; k < 3; k++ { // whatever Suts it was built with
+		if err := c.downDocker(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Purge {
+		if err := os.RemoveAll(filepath.Dir(c.DockerRoot())); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", filepath.Dir(c.DockerRoot()), err))
+		}
 	}
 	for k := 0; k < 3; k++ {
 		hd := filepath.Join(c.Dir, c.hostName(k))

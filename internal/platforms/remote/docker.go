@@ -239,26 +239,60 @@ func (d *Docker) Machine() topology.Machine {
 	return topology.Machine{CPUs: d.place("").CPUs(), Pin: d.opt.Pin}
 }
 
-// Open implements deploy.Backend: the topology's servers run on the engine
-// of the sut host their roles are placed on, which must be one host: a
-// container's peers on another host's bridge are not reachable.
+// Open implements deploy.Backend: each server runs on the engine of the
+// sut host its role is placed on (see spread for servers on several).
 func (d *Docker) Open(ctx context.Context, trial string, plan *topology.Plan) (deploy.Site, error) {
-	var h DockerHost
+	hostOf, err := d.hostsOf(plan)
+	if err != nil {
+		return nil, err
+	}
+	var hosts []DockerHost
+	seen := map[string]bool{}
+	for _, srv := range plan.Servers {
+		if h := hostOf[srv.ID]; h != nil && !seen[h.Name()] {
+			seen[h.Name()] = true
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		hosts = []DockerHost{d.place("")}
+	}
+	if len(hosts) == 1 {
+		return d.openOn(ctx, hosts[0], trial, plan)
+	}
+	return d.openSpread(ctx, trial, plan, hostOf, hosts)
+}
+
+// hostsOf is the sut host of every server of plan beside the driver's, by
+// placement, and refuses what Docker cannot span: a container (a group of
+// several servers) holds servers of one host only, and a container on
+// docker-bridge reaches no bridge of another host.
+func (d *Docker) hostsOf(plan *topology.Plan) (map[topology.ServerID]DockerHost, error) {
+	hostOf := map[topology.ServerID]DockerHost{}
+	groupHost := map[string]DockerHost{}
+	var first DockerHost
 	for _, srv := range plan.Servers {
 		if srv.OnHost {
 			continue
 		}
-		on := d.place(srv.ID.Role)
-		switch {
-		case h == nil:
-			h = on
-		case on.Name() != h.Name():
-			return nil, platform.Unavailablef("%s: the topology's roles are placed on sut hosts %s and %s: Docker on several sut hosts is not built yet (its containers would reach peers on another host's bridge); place them on one host, or use native", d.name, h.Name(), on.Name())
+		h := d.place(srv.ID.Role)
+		hostOf[srv.ID] = h
+		if first == nil {
+			first = h
+		}
+		if g, ok := groupHost[srv.Group]; ok && g.Name() != h.Name() {
+			return nil, platform.Unavailablef("%s: container %s would hold servers placed on sut hosts %s and %s (layout %s puts their roles in one container): place its roles on one host, or use layout container-per-server", d.name, srv.Group, g.Name(), h.Name(), plan.Layout)
+		}
+		groupHost[srv.Group] = h
+		if h.Name() != first.Name() && d.kind == platform.DockerBridge {
+			return nil, platform.Unavailablef("%s: the topology's roles are placed on sut hosts %s and %s, and a container on one host's default bridge does not reach another host's bridge (only the driver hosts are given routes): use docker-nat, docker-proxy or docker-host across hosts, or place the roles on one host", d.name, first.Name(), h.Name())
 		}
 	}
-	if h == nil {
-		h = d.place("")
-	}
+	return hostOf, nil
+}
+
+// openOn opens plan's site on the engine of host h.
+func (d *Docker) openOn(ctx context.Context, h DockerHost, trial string, plan *topology.Plan) (deploy.Site, error) {
 	p, err := d.platformOn(ctx, h)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,9 @@ func (h fakeHost) DialContext(context.Context, string, string) (net.Conn, error)
 	return nil, errors.New("not reached")
 }
 
-func TestDockerTopologyOnOneHostOnly(t *testing.T) {
+// TestDockerTopologyRefusals: what Docker cannot span over sut hosts is
+// refused before any engine is reached.
+func TestDockerTopologyRefusals(t *testing.T) {
 	a, b := fakeHost{"sut1"}, fakeHost{"sut2"}
 	place := func(role string) remote.DockerHost {
 		if role == "redis" {
@@ -41,21 +43,40 @@ func TestDockerTopologyOnOneHostOnly(t *testing.T) {
 		}
 		return a
 	}
-	d, err := remote.NewDocker(platform.DockerNAT, "docker-nat", place, []remote.DockerHost{a, b}, platform.Env{}, platform.Options{}, &remote.Engines{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := d.Machine(); len(m.CPUs) != 2 {
-		t.Fatalf("Machine() = %+v, want the first sut host's CPUs", m)
-	}
-	plan := &topology.Plan{Servers: []topology.Server{
-		{ID: topology.ServerID{Role: "haproxy"}, OnHost: true}, // beside the driver: on no sut host
-		{ID: topology.ServerID{Role: "twemproxy"}},
-		{ID: topology.ServerID{Role: "redis"}},
+	engines := &remote.Engines{Local: func(context.Context) (*docker.Daemon, error) {
+		t.Fatal("the local engine was asked for the image")
+		return nil, nil
 	}}
-	_, err = d.Open(context.Background(), "t1", plan)
-	if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "placed on sut hosts sut1 and sut2") {
-		t.Fatalf("a topology over two sut hosts: %v, want it refused as unavailable naming both", err)
+	perServer := &topology.Plan{Layout: "container-per-server", Servers: []topology.Server{
+		{ID: topology.ServerID{Role: "haproxy"}, Group: "host", OnHost: true}, // beside the driver: on no sut host
+		{ID: topology.ServerID{Role: "twemproxy"}, Group: "i0-twemproxy"},
+		{ID: topology.ServerID{Role: "redis"}, Group: "i0-redis"},
+	}}
+	perInstance := &topology.Plan{Layout: "container-per-instance", Servers: []topology.Server{
+		{ID: topology.ServerID{Role: "twemproxy"}, Group: "i0"},
+		{ID: topology.ServerID{Role: "redis"}, Group: "i0"},
+	}}
+	for _, c := range []struct {
+		name, kind string
+		plan       *topology.Plan
+		want       string
+	}{
+		{"bridge over two hosts", platform.DockerBridge, perServer, "placed on sut hosts sut1 and sut2, and a container on one host's default bridge"},
+		{"one container over two hosts", platform.DockerNAT, perInstance, "container i0 would hold servers placed on sut hosts sut1 and sut2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := remote.NewDocker(c.kind, c.kind, place, []remote.DockerHost{a, b}, platform.Env{}, platform.Options{}, engines, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := d.Machine(); len(m.CPUs) != 2 {
+				t.Fatalf("Machine() = %+v, want the first sut host's CPUs", m)
+			}
+			_, err = d.Open(context.Background(), "t1", c.plan)
+			if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Open: %v, want it refused as unavailable: %q", err, c.want)
+			}
+		})
 	}
 }
 
