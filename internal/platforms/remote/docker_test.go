@@ -3,8 +3,6 @@ package remote_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -12,31 +10,12 @@ import (
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/topology"
-	"github.com/nearnative/nearnative/internal/vmagent"
 )
-
-// fakeHost is a sut host that is never reached: the refusals below come
-// before anything connects.
-type fakeHost struct{ name string }
-
-func (h fakeHost) Name() string           { return h.name }
-func (h fakeHost) Self() string           { return "/var/tmp/nearnative/nearnative" }
-func (h fakeHost) Addr() netip.Addr       { return netip.MustParseAddr("192.0.2.1") }
-func (h fakeHost) Agent() *vmagent.Client { return nil }
-func (h fakeHost) CPUs() []int            { return []int{0, 1} }
-func (h fakeHost) Dropped() error         { return nil }
-func (h fakeHost) DockerSocket() string   { return "/var/run/docker.sock" }
-func (h fakeHost) DialUnix(context.Context, string) (net.Conn, error) {
-	return nil, errors.New("not reached")
-}
-func (h fakeHost) DialContext(context.Context, string, string) (net.Conn, error) {
-	return nil, errors.New("not reached")
-}
 
 // TestDockerTopologyRefusals: what Docker cannot span over sut hosts is
 // refused before any engine is reached.
 func TestDockerTopologyRefusals(t *testing.T) {
-	a, b := fakeHost{"sut1"}, fakeHost{"sut2"}
+	a, b := remote.FakeHost{ID: "sut1"}, remote.FakeHost{ID: "sut2"}
 	place := func(role string) remote.DockerHost {
 		if role == "redis" {
 			return b
@@ -83,7 +62,7 @@ func TestDockerTopologyRefusals(t *testing.T) {
 // TestDockerRefusedBeforeTheEngine: a path not offered on a sut host is
 // refused before any engine is reached or given the image.
 func TestDockerRefusedBeforeTheEngine(t *testing.T) {
-	h := fakeHost{"sut1"}
+	h := remote.FakeHost{ID: "sut1"}
 	place := func(string) remote.DockerHost { return h }
 	engines := &remote.Engines{Local: func(context.Context) (*docker.Daemon, error) {
 		t.Fatal("the local engine was asked for the image")

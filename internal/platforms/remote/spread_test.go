@@ -15,22 +15,26 @@ import (
 	"github.com/nearnative/nearnative/internal/vmagent"
 )
 
-type stubHost struct {
-	name string
-	addr string
-}
+// FakeHost is a sut host that is never reached (shared with the external
+// tests of this package): ID is its name, IP its address.
+type FakeHost struct{ ID, IP string }
 
-func (h stubHost) Name() string           { return h.name }
-func (h stubHost) Self() string           { return "/var/tmp/nearnative/nearnative" }
-func (h stubHost) Addr() netip.Addr       { return netip.MustParseAddr(h.addr) }
-func (h stubHost) Agent() *vmagent.Client { return nil }
-func (h stubHost) CPUs() []int            { return []int{0, 1} }
-func (h stubHost) Dropped() error         { return nil }
-func (h stubHost) DockerSocket() string   { return "/var/run/docker.sock" }
-func (h stubHost) DialUnix(context.Context, string) (net.Conn, error) {
+func (h FakeHost) Name() string { return h.ID }
+func (h FakeHost) Self() string { return "/var/tmp/nearnative/nearnative" }
+func (h FakeHost) Addr() netip.Addr {
+	if h.IP == "" {
+		return netip.MustParseAddr("192.0.2.1")
+	}
+	return netip.MustParseAddr(h.IP)
+}
+func (h FakeHost) Agent() *vmagent.Client { return nil }
+func (h FakeHost) CPUs() []int            { return []int{0, 1} }
+func (h FakeHost) Dropped() error         { return nil }
+func (h FakeHost) DockerSocket() string   { return "/var/run/docker.sock" }
+func (h FakeHost) DialUnix(context.Context, string) (net.Conn, error) {
 	return nil, errors.New("not reached")
 }
-func (h stubHost) DialContext(context.Context, string, string) (net.Conn, error) {
+func (h FakeHost) DialContext(context.Context, string, string) (net.Conn, error) {
 	return nil, errors.New("not reached")
 }
 
@@ -76,7 +80,7 @@ func (r *recordSite) Close(context.Context) error {
 // that host's site says, and a peer on the other at that host's address,
 // where only the roles named across hosts are published.
 func TestSpread(t *testing.T) {
-	a, b := stubHost{"sut1", "10.0.0.1"}, stubHost{"sut2", "10.0.0.2"}
+	a, b := FakeHost{"sut1", "10.0.0.1"}, FakeHost{"sut2", "10.0.0.2"}
 	// web (entry) -> app -> db, with db on the second host; cache beside
 	// app on the first, named by app only.
 	top := topology.Topology{Roles: []topology.Role{
@@ -85,7 +89,7 @@ func TestSpread(t *testing.T) {
 		{Name: "app", Ports: []string{"http"}, After: []string{"db", "cache"}},
 		{Name: "web", Ports: []string{"http"}, After: []string{"app"}, Entry: true},
 	}}
-	placed := map[string]stubHost{"db": b, "cache": a, "app": a, "web": a}
+	placed := map[string]FakeHost{"db": b, "cache": a, "app": a, "web": a}
 	id := func(role string) topology.ServerID { return topology.ServerID{Role: role} }
 	srv := func(role string, entry bool) topology.Server {
 		return topology.Server{ID: id(role), Group: "i0-" + role, Ports: []string{"p"}, Entry: entry}
