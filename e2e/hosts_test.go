@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,6 +181,92 @@ workloads:
 	}
 	if left := onSUT(run); len(left) > 0 {
 		t.Errorf("the run left %v on the sut host's engine", left)
+	}
+	if left := leftovers(t, run); len(left) > 0 {
+		t.Errorf("the run left behind: %v", left)
+	}
+}
+
+// TestDockerAcrossTestBedHosts: a topology's roles placed on two sut
+// hosts, each with its own dockerd: HAProxy's container on the first
+// reaches the nginx containers on the second at that host's address, where
+// only their ports are published, and the load comes from the third host.
+// A trial fails unless HAProxy's statistics show every backend served.
+func TestDockerAcrossTestBedHosts(t *testing.T) {
+	e := newEnv(t)
+	if err := testbed.Check(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := exec.LookPath(testbed.Dockerd); err != nil {
+		t.Skip("dockerd not installed")
+	}
+	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("s%02d", rand.IntN(100)), Hosts: 3, Suts: 2, Docker: true, Purge: true}
+	hosts, err := testbed.Up(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testbed.Down(context.Background(), cfg) })
+	sut1, sut2 := cfg.Tag+"1", cfg.Tag+"2"
+	f, err := hostfile.Load(hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr1, addr2 := f.Hosts[0].Address, f.Hosts[1].Address
+	b, err := os.ReadFile(hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hosts, append(b, []byte("place: {lb: "+sut1+", web: "+sut2+"}\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	study := e.studyFile(`name: e2e-hosts-docker-spread
+rounds: 2
+min_pairs: 2
+warmup: 0
+trial: 1s
+platforms: [native, docker-nat, docker-host]
+workloads:
+  - workload: http-max
+    params: {limit: 1s, lb: haproxy, backends: 2, start_rate: 50, max_steps: 2, coarse_interval: 500ms}
+`)
+	out, errOut, run := e.runOnHosts(study, hosts)
+	for _, want := range []string{
+		"status done",
+		// HAProxy on the first sut host, the nginx servers on the second,
+		// published there (docker-nat) or listening there (docker-host).
+		"-docker-nat-i0-lb-0: i0-lb-0 at ",
+		"i0-web-0: container ",
+		"on sut host " + sut2 + " (dockerd ",
+		"published " + addr2 + ":",
+		"published " + addr1 + ":",
+		"on sut host " + sut1 + " (dockerd ",
+		"on the host network, listening " + addr2 + ":",
+		"hosts: test bed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	// Every trial counted: one whose HAProxy sent no request to a backend
+	// fails.
+	for _, p := range []string{"native", "docker-nat", "docker-host"} {
+		if !regexp.MustCompile(`(?m)^  ` + p + `\s+2\s`).MatchString(out) {
+			t.Errorf("%s has not 2 counted trials:\n%s", p, out)
+		}
+	}
+	for _, want := range []string{"host " + sut1 + ": making sure its Docker engine", "host " + sut2 + ": making sure its Docker engine"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the progress lacks %q:\n%s", want, errOut)
+		}
+	}
+	for k, sock := range []string{cfg.DockerSocketOf(0), cfg.DockerSocketOf(1)} {
+		left, err := exec.Command("docker", "-H", "unix://"+sock, "ps", "-a", "-q", "--filter", "label="+runid.Label+"="+string(run)).Output()
+		if err != nil {
+			t.Fatalf("listing sut host %d's containers: %v", k+1, err)
+		}
+		if len(strings.Fields(string(left))) > 0 {
+			t.Errorf("the run left containers on sut host %d: %s", k+1, left)
+		}
 	}
 	if left := leftovers(t, run); len(left) > 0 {
 		t.Errorf("the run left behind: %v", left)

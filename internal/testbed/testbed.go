@@ -102,9 +102,10 @@ func (c Config) runDirOf(k int) string {
 }
 
 // DockerSocket is the API socket of the first sut host's dockerd.
-func (c Config) DockerSocket() string { return c.socketOf(0) }
+func (c Config) DockerSocket() string { return c.DockerSocketOf(0) }
 
-func (c Config) socketOf(k int) string { return filepath.Join(c.runDirOf(k), "docker.sock") }
+// DockerSocketOf is the API socket of sut host k's dockerd (k from 0).
+func (c Config) DockerSocketOf(k int) string { return filepath.Join(c.runDirOf(k), "docker.sock") }
 
 // Validate checks the settings.
 func (c Config) Validate() error {
@@ -241,7 +242,7 @@ func Up(ctx context.Context, c Config) (hostsFile string, err error) {
 			if err := c.upDocker(ctx, k); err != nil {
 				return "", fmt.Errorf("testbed host %s: %w", c.hostName(k), err)
 			}
-			fmt.Fprintf(&hosts, "    docker_socket: %s\n", c.socketOf(k))
+			fmt.Fprintf(&hosts, "    docker_socket: %s\n", c.DockerSocketOf(k))
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte(known.String()), 0o644); err != nil {
@@ -335,7 +336,7 @@ func (c Config) upDocker(ctx context.Context, k int) error {
 		return fmt.Errorf("dockerd missing: install docker.io (`make setup` does), or build the test bed without Docker (--docker=false)")
 	}
 	hd := filepath.Join(c.Dir, c.hostName(k))
-	runDir, sock := c.runDirOf(k), c.socketOf(k)
+	runDir, sock := c.runDirOf(k), c.DockerSocketOf(k)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return err
 	}
