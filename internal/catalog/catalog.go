@@ -173,7 +173,7 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		}
 		// Guests boot on the first sut host (the one a role without
 		// place: goes to); their disk is built here from the local image.
-		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, sut)
+		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, sut, func(role string) string { return o.Hosts.SUT(role).Name() })
 		return p, client, err
 	}
 	var suts []remote.Agent

@@ -49,20 +49,34 @@ type Host interface {
 const StageDir = "/var/tmp/nearnative/vm"
 
 // NewOn returns the platform kind (vm, vm-docker or vm-docker-host) whose
-// guests boot on sut host h. The guests' disk and initramfs are built here,
+// guests boot on sut host h, where placedOn (the sut host's name a role is
+// placed on) must put every role of its runs. The guests' disk and initramfs are built here,
 // as for local guests (a vm-docker disk seeded with the workload image by a
 // guest booted here), and copied there once; the guests use QEMU's
 // user-mode network with their servers' ports forwarded on the host's
 // address (no bridge there).
-func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, h Host) (*Platform, error) {
+func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, h Host, placedOn func(role string) string) (*Platform, error) {
 	p, err := NewKind(kind, name, env, dir, opt, api)
 	if err != nil {
 		return nil, err
 	}
-	p.on = h
+	p.on, p.placedOn = h, placedOn
 	p.staged = map[string]string{}
 	p.userNet = "guests on sut host " + h.Name() + " use QEMU's user-mode network (a bridge on another machine is not built yet)"
 	return p, nil
+}
+
+// placedHere refuses a role placed on a sut host other than the one the
+// guests boot on: the guests of a run share one host's user-mode network,
+// which another host's guests cannot join.
+func (p *Platform) placedHere(role string) error {
+	if p.on == nil || p.placedOn == nil {
+		return nil
+	}
+	if h := p.placedOn(role); h != "" && h != p.on.Name() {
+		return platform.Unavailablef("%s: %s is placed on sut host %s, but the vm kinds boot a run's guests on one sut host, %s (the first, where a role without place: goes), whose user-mode network no other host's guest joins: place it on %s, or run native or Docker's kinds, which spread over sut hosts", p.name, role, h, p.on.Name(), p.on.Name())
+	}
+	return nil
 }
 
 // hostRun runs argv on the sut host through its agent, in dir ("/" when

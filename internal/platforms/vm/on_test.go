@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ func onHostPlatform(t *testing.T, ctx context.Context, kind string) *Platform {
 	t.Helper()
 	local, run, _ := testPlatform(t, ctx, kind)
 	h := startAgentHost(t, ctx)
-	p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h)
+	p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,5 +246,32 @@ func TestGuestDockerOnHost(t *testing.T) {
 				t.Errorf("Stop: %v", err)
 			}
 		})
+	}
+}
+
+// TestPlacedHere: a role placed on another sut host than the guests' is
+// refused before anything boots, in a topology and as a single server;
+// the host roles beside the driver and the roles placed here are not.
+func TestPlacedHere(t *testing.T) {
+	placed := map[string]string{"web": "sut2", "db": "local-as-remote"}
+	p := &Platform{name: "vm", on: &agentHost{}, placedOn: func(role string) string { return placed[role] }}
+	for _, c := range []struct {
+		role string
+		ok   bool
+	}{{"db", true}, {"cache", true}, {"web", false}} {
+		err := p.placedHere(c.role)
+		if c.ok != (err == nil) {
+			t.Errorf("placedHere(%s) = %v, want ok=%v", c.role, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "web is placed on sut host sut2") || !strings.Contains(err.Error(), "place it on local-as-remote")) {
+			t.Errorf("placedHere(%s): %v, want unavailable naming both hosts and the fix", c.role, err)
+		}
+	}
+	if _, err := p.Start(context.Background(), "t1", platform.Spec{Name: "web", Command: func(platform.Listen) []string { return []string{"true"} }}); !errors.Is(err, platform.ErrUnavailable) {
+		t.Errorf("Start of a server placed elsewhere: %v, want unavailable", err)
+	}
+	local := &Platform{name: "vm"}
+	if err := local.placedHere("web"); err != nil {
+		t.Errorf("guests on this machine know no placement: %v", err)
 	}
 }

@@ -37,6 +37,11 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
+	for _, sv := range plan.Servers {
+		if err := p.placedHere(sv.ID.Role); err != nil && !sv.OnHost {
+			return nil, err
+		}
+	}
 	guests := plan.Guests()
 	// Known before booting on a sut host (always user-mode there) or after
 	// an earlier fallback; else known once the guests have booted.

@@ -82,6 +82,8 @@ type Platform struct {
 
 	// on is the sut host the guests boot on (NewOn); nil: this machine.
 	on Host
+	// placedOn names the sut host a role is placed on (NewOn).
+	placedOn func(role string) string
 	// staged maps the kernel, initramfs and disk here to their copies on
 	// the sut host; stagedDisk is the disk's (qcow2).
 	staged     map[string]string
@@ -400,6 +402,9 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	}
 	if len(spec.Volumes) > 0 {
 		return nil, fmt.Errorf("server %s: host volumes are not supported in a VM", spec.Name)
+	}
+	if err := p.placedHere(spec.Name); err != nil {
+		return nil, err
 	}
 	// Any free port is free in a fresh guest; ask the host for ephemeral
 	// ones, which are also free for the fallback's port forwards (a sut
