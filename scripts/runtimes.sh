@@ -50,9 +50,14 @@ host() {
   # crun (Docker's docker-crun-* and Podman's default runtime) refuses a
   # hybrid cgroup layout whose v2 mount holds controllers: each is mounted
   # on a v1 hierarchy of its own instead (not kept across a reboot; setup
-  # mounts it again).
-  if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ -s /sys/fs/cgroup/unified/cgroup.controllers ]; then
-    for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers); do
+  # mounts it again). The file is read, not tested with -s: cgroupfs files
+  # report a size of 0, so `[ -s ]` never held and nothing was mounted.
+  v2ctl=""
+  if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ -f /sys/fs/cgroup/unified/cgroup.controllers ]; then
+    v2ctl=$(cat /sys/fs/cgroup/unified/cgroup.controllers)
+  fi
+  if [ -n "$v2ctl" ]; then
+    for c in $v2ctl; do
       mkdir -p "/sys/fs/cgroup/$c"
       if mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"; then
         say "mounted the cgroup controller $c on v1 at /sys/fs/cgroup/$c (crun refuses it on the hybrid layout's v2 mount)"
