@@ -224,8 +224,9 @@ var runLine = regexp.MustCompile(`run (\d{8}-\d{6}-[0-9a-f]{4}): \d+ trials plan
 // startTimeout bounds how long a run takes to print its ID: its platforms'
 // checks come first, and a sut host's fresh dockerd is given the workload
 // image then (1.3 GB; about 35 s on the test bed when quiet, over 60 s
-// once beside other work).
-const startTimeout = 3 * time.Minute
+// once beside other work; TestDockerOnTestBedHost's two sut hosts each
+// take one).
+const startTimeout = 5 * time.Minute
 
 // start launches nearnative in the background and returns its run ID once
 // printed.
