@@ -305,3 +305,11 @@ func TestNSOutsideCannotReach(t *testing.T) {
 		t.Fatalf("without the drop rule the neighbour still cannot reach the server (%v): the test shows nothing", err)
 	}
 }
+
+// TestSources: a client host of one address answers its Subnet.
+func TestSources(t *testing.T) {
+	l := LoopbackHost()
+	if got := Sources(l); len(got) != 1 || got[0] != l.Subnet() {
+		t.Errorf("Sources(loopback) = %v, want [%v]", got, l.Subnet())
+	}
+}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"net/netip"
 	"time"
 )
 
@@ -45,4 +46,21 @@ type Remote interface {
 	Host
 	// Drivers are the driver hosts the load is spread over (at least one).
 	Drivers() []Runner
+}
+
+// Sourcer is implemented by client hosts whose connections come from
+// several addresses (the driver hosts of a hosts file): Subnet is only
+// the first's.
+type Sourcer interface {
+	// Sources are the prefixes every connection of the client comes from.
+	Sources() []netip.Prefix
+}
+
+// Sources is where h's connections come from, for a server's access rules:
+// h.Sources() when h has several driver hosts, else h.Subnet().
+func Sources(h Host) []netip.Prefix {
+	if s, ok := h.(Sourcer); ok {
+		return s.Sources()
+	}
+	return []netip.Prefix{h.Subnet()}
 }

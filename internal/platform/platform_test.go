@@ -503,3 +503,24 @@ func TestFreePortsOutsideEphemeral(t *testing.T) {
 		}
 	}
 }
+
+// TestFreePortsSmallPool: a pool of minPool ports serves many more calls
+// than it holds ports (recent keeps half of it free).
+func TestFreePortsSmallPool(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "range")
+	if err := os.WriteFile(f, []byte("1024 64511\n"), 0o644); err != nil { // pool 64512-65535
+		t.Fatal(err)
+	}
+	old := localPortRange
+	localPortRange = f
+	defer func() { localPortRange = old }()
+	for i := 0; i < 3*minPool; i++ {
+		ports, err := FreePorts("127.0.0.1", 1)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if ports[0] < 64512 {
+			t.Fatalf("call %d: port %d outside the pool", i, ports[0])
+		}
+	}
+}

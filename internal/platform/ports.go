@@ -29,7 +29,17 @@ var recent = struct {
 	order []int
 }{set: map[int]bool{}}
 
+// recentMax is how many ports recent holds at most; a pool keeps at least
+// half its ports out of it (recentCap).
 const recentMax = 1024
+
+// recentCap is how many ports recent may hold for a pool of size ports.
+func recentCap(size int) int {
+	if size <= 0 {
+		return recentMax
+	}
+	return min(recentMax, size/2)
+}
 
 // FreePorts returns n distinct TCP ports free on the given host address.
 //
@@ -40,7 +50,9 @@ const recentMax = 1024
 // (CI once lost Apache's port to a client connection of the same run's
 // PostgreSQL preload). Outside that range only a process binding the port
 // explicitly can race us. When no pool of minPool ports lies outside the
-// range, the kernel chooses, as before.
+// range, the kernel chooses, as before. The ports handed out lately are
+// remembered by this process only: a sut host's agent answers each
+// request in a process of its own.
 func FreePorts(host string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -60,7 +72,7 @@ func FreePorts(host string, n int) ([]int, error) {
 		ls = append(ls, l)
 		p := l.Addr().(*net.TCPAddr).Port
 		ports = append(ports, p)
-		remember(p)
+		remember(p, recentCap(hi-lo+1))
 	}
 	return ports, nil
 }
@@ -69,7 +81,7 @@ func FreePorts(host string, n int) ([]int, error) {
 // handed out lately, or on a kernel-chosen port when the pool is empty.
 func listenFree(host string, lo, hi int) (net.Listener, error) {
 	if hi < lo {
-		return net.Listen("tcp", net.JoinHostPort(host, "0"))
+		return listenKernel(host)
 	}
 	var err error
 	for try := 0; try < 4*(hi-lo+1) && try < 20000; try++ {
@@ -92,14 +104,37 @@ func listenFree(host string, lo, hi int) (net.Listener, error) {
 	return nil, fmt.Errorf("no free port in %d-%d: %w", lo, hi, err)
 }
 
+// listenKernel listens on a port the kernel chooses, not one handed out
+// lately: those it chooses again stay bound until a fresh one comes.
+func listenKernel(host string) (net.Listener, error) {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for try := 0; try < 64; try++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		if !recent.set[l.Addr().(*net.TCPAddr).Port] {
+			return l, nil
+		}
+		held = append(held, l)
+	}
+	return nil, errors.New("the kernel answered only ports handed out lately")
+}
+
 func isAddrInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE)
 }
 
-func remember(p int) {
+// remember adds p to recent, which keeps the last keep ports.
+func remember(p, keep int) {
 	recent.set[p] = true
 	recent.order = append(recent.order, p)
-	if len(recent.order) > recentMax {
+	for len(recent.order) > keep {
 		delete(recent.set, recent.order[0])
 		recent.order = recent.order[1:]
 	}

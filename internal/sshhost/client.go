@@ -93,13 +93,24 @@ func (h *ClientHost) ServerAddr() string { return h.server }
 func (h *ClientHost) ClientAddr() string { return h.drivers[0].Host.Address }
 
 // Subnet implements host.Host: the first driver host's address alone (a
-// server's access rules with several drivers use AllowedFrom's private
-// ranges).
+// server's access rules name every driver host: Sources).
 func (h *ClientHost) Subnet() netip.Prefix {
 	if a := h.drivers[0].Addr(); a.IsValid() {
 		return netip.PrefixFrom(a, a.BitLen())
 	}
 	return netip.Prefix{}
+}
+
+// Sources implements host.Sourcer: every driver host's address, as the
+// load comes from all of them.
+func (h *ClientHost) Sources() []netip.Prefix {
+	var out []netip.Prefix
+	for _, d := range h.drivers {
+		if a := d.Addr(); a.IsValid() {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
 
 // Wrap implements host.Host. A remote host's tools are not exec'd here:

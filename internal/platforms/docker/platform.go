@@ -643,11 +643,17 @@ func (p *dockerPlatform) routeDrivers(ctx context.Context, n network.Inspect) er
 // network (peers in other containers, docker-proxy, this machine's probes
 // from the bridge's gateway address).
 func (p *dockerPlatform) from(ctx context.Context) ([]netip.Prefix, error) {
-	nets := append([]netip.Prefix{platform.Loopback, p.client().Subnet()}, p.eng.flavor.From...)
+	nets := append(append([]netip.Prefix{platform.Loopback}, host.Sources(p.client())...), p.eng.flavor.From...)
 	if p.site != nil {
 		// The host itself: readiness probes come from there
 		// (platform.ProbeDialer), to its published ports too.
 		if a, err := netip.ParseAddr(p.serverAddr()); err == nil {
+			nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+		}
+		// Peers on the other sut hosts, whose connections keep their
+		// host's address (Docker's DNAT keeps the source; a container's
+		// own connection leaves its host masqueraded).
+		for _, a := range p.site.Peers {
 			nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}

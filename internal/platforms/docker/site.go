@@ -51,6 +51,9 @@ type Site struct {
 	Run func(ctx context.Context, what string, argv ...string) ([]byte, error)
 	// ProcCPU is the CPU time of process pid of the host.
 	ProcCPU func(ctx context.Context, pid int) (time.Duration, error)
+	// Peers are the addresses of the run's other sut hosts, whose servers
+	// may connect to this host's (a topology over several hosts).
+	Peers []netip.Addr
 	// RouteDrivers makes the run's driver hosts reach dst through gw (the
 	// host's address) and returns the addresses they come from and how to
 	// undo it (docker-bridge there: remote.RouteDrivers).

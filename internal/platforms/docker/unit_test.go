@@ -3,14 +3,17 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/runid"
 )
@@ -216,6 +219,33 @@ func TestPortParts(t *testing.T) {
 		got := p.portParts(s, spec, pl)
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s published on %q: %q, want %q", tc.kind, tc.publishOn, got, tc.want)
+		}
+	}
+}
+
+// twoDrivers is a client host of two driver hosts, its servers on 10.0.0.2.
+type twoDrivers struct{ host.Host }
+
+func (twoDrivers) ServerAddr() string { return "10.0.0.2" }
+func (twoDrivers) Sources() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("10.0.0.3/32"), netip.MustParsePrefix("10.0.0.4/32")}
+}
+
+// TestFromOnSite: a server on a sut host accepts connections from every
+// driver host, from its own host (probes) and from the run's other sut
+// hosts (a peer there keeps its host's address), not only the first
+// driver's.
+func TestFromOnSite(t *testing.T) {
+	p := &dockerPlatform{kind: platform.DockerHost, eng: &Daemon{},
+		env:  platform.Env{Client: twoDrivers{host.LoopbackHost()}},
+		site: &Site{Host: "sut1", Peers: []netip.Addr{netip.MustParseAddr("10.0.0.5")}}}
+	from, err := p.from(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"127.0.0.0/8", "10.0.0.3/32", "10.0.0.4/32", "10.0.0.2/32", "10.0.0.5/32"} {
+		if !slices.Contains(from, netip.MustParsePrefix(want)) {
+			t.Errorf("from = %v, lacks %s", from, want)
 		}
 	}
 }

@@ -175,7 +175,19 @@ func (d *Docker) site(h DockerHost) docker.Site {
 			return RouteDrivers(ctx, d.clientFor(h), d.env.Run, dst, gw)
 		},
 		ProcCPU: func(ctx context.Context, pid int) (time.Duration, error) { return h.Agent().CPUTime(ctx, pid) },
+		Peers:   d.peersOf(h),
 	}
+}
+
+// peersOf are the addresses of the sut hosts other than h.
+func (d *Docker) peersOf(h DockerHost) []netip.Addr {
+	var out []netip.Addr
+	for _, o := range d.suts {
+		if o.Name() != h.Name() {
+			out = append(out, o.Addr())
+		}
+	}
+	return out
 }
 
 // Check implements platform.Checker: every sut host's engine answers,

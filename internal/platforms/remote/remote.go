@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nearnative/nearnative/internal/host"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/runid"
@@ -177,7 +178,7 @@ func (p on) start(ctx context.Context, trial string, spec platform.Spec, ports m
 	// Named as state.TempDir names local ones, so that `nearnative cleanup
 	// RUN` run there (cleanup --hosts) finds it.
 	dir := "/tmp/" + runid.Prefix + string(p.env.Run) + "-" + trial + "-" + spec.Name + "-remote"
-	from := platform.Nets(platform.Loopback, netip.PrefixFrom(p.host.Addr(), p.host.Addr().BitLen()), p.env.ClientHost().Subnet())
+	from := platform.Nets(append([]netip.Prefix{platform.Loopback, netip.PrefixFrom(p.host.Addr(), p.host.Addr().BitLen())}, host.Sources(p.env.ClientHost())...)...)
 	for _, peer := range p.peers {
 		from = platform.Nets(append(from, netip.PrefixFrom(peer, peer.BitLen()))...)
 	}

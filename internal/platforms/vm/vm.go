@@ -406,9 +406,9 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if err := p.placedHere(spec.Name); err != nil {
 		return nil, err
 	}
-	// Any free port is free in a fresh guest; ask the host for ephemeral
-	// ones, which are also free for the fallback's port forwards (a sut
-	// host's kernel for its own address).
+	// Any free port is free in a fresh guest; ask the host for free ones
+	// (platform.FreePorts), which are also free for the fallback's port
+	// forwards (a sut host's kernel for its own address).
 	var ports map[string]int
 	var err error
 	if p.on != nil {
