@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -128,12 +127,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer ignoreSIGPIPE()()
-	var (
-		once   sync.Once
-		broken atomic.Bool
-	)
-	errOut := &pipeGuard{w: stderr, once: &once}
-	out := &pipeGuard{w: stdout, once: &once}
+	var fired, broken atomic.Bool
+	errOut := &pipeGuard{w: stderr, fired: &fired}
+	out := &pipeGuard{w: stdout, fired: &fired}
 	pipeGone := func() {
 		broken.Store(true)
 		// On the other stream, which may still be read (`| head` takes

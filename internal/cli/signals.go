@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -59,13 +60,17 @@ func ignoreSIGPIPE() (stop func()) {
 
 // pipeGuard is stdout or stderr: once a write finds the reader gone
 // (EPIPE), it calls gone once and drops every later write, so that the
-// command stops gracefully instead of failing on its next line.
+// command stops gracefully instead of failing on its next line. stdout's
+// and stderr's guards share fired: gone runs once for both, and a write
+// gone makes to the other stream, which may be the same broken pipe
+// (`2>&1 | head`), drops its line instead of waiting on itself (with a
+// shared sync.Once it deadlocked there).
 type pipeGuard struct {
-	w    io.Writer
-	once *sync.Once
-	gone func()
-	mu   sync.Mutex
-	dead bool
+	w     io.Writer
+	fired *atomic.Bool
+	gone  func()
+	mu    sync.Mutex
+	dead  bool
 }
 
 func (p *pipeGuard) Write(b []byte) (int, error) {
@@ -80,7 +85,9 @@ func (p *pipeGuard) Write(b []byte) (int, error) {
 		p.mu.Lock()
 		p.dead = true
 		p.mu.Unlock()
-		p.once.Do(p.gone)
+		if p.fired.CompareAndSwap(false, true) {
+			p.gone()
+		}
 		return len(b), nil
 	}
 	return n, err

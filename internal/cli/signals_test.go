@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -108,7 +108,7 @@ func TestPipeGuard(t *testing.T) {
 	}
 	defer w.Close()
 	calls := 0
-	g := &pipeGuard{w: w, once: &sync.Once{}, gone: func() { calls++ }}
+	g := &pipeGuard{w: w, fired: &atomic.Bool{}, gone: func() { calls++ }}
 	if n, err := g.Write([]byte("read\n")); err != nil || n != 5 {
 		t.Fatalf("write while read: %d, %v", n, err)
 	}
@@ -146,5 +146,31 @@ func TestCommandsTakeTheMachine(t *testing.T) {
 		if !strings.Contains(errb.String(), want) || !strings.Contains(errb.String(), "is next in line") {
 			t.Errorf("%v said %q, want %q and its place", args, errb.String(), want)
 		}
+	}
+}
+
+// TestBrokenStdoutAndStderr: stdout and stderr on one pipe whose reader is
+// gone (`nearnative ... 2>&1 | head -1`): the line saying why it stops
+// finds stderr broken too, and nearnative still exits ExitBrokenPipe (it
+// once deadlocked there, the two streams waiting on one sync.Once).
+func TestBrokenStdoutAndStderr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainEnv+"=workloads")
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Run()
+	w.Close()
+	if ctx.Err() != nil {
+		t.Fatal("nearnative hung after its stdout and stderr pipe broke")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitBrokenPipe {
+		t.Fatalf("exit: %v, want code %d", err, ExitBrokenPipe)
 	}
 }
