@@ -176,9 +176,12 @@ func TestPodmanCrashCleanup(t *testing.T) {
 			ctx := context.Background()
 			s, err := p.Start(ctx, "t1", redisSpec())
 			if err != nil {
+				p.Close() // no crash yet: its service must not outlive the test
 				t.Fatal(err)
 			}
 			if err := waitFrom(ctx, env.Client, s.Addr("redis")); err != nil {
+				s.Stop(ctx)
+				p.Close()
 				t.Fatal(err)
 			}
 			// The crash: the service and what it forked die, the
