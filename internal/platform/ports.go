@@ -94,7 +94,7 @@ func listenFree(host string, lo, hi int) (net.Listener, error) {
 		if err == nil {
 			return l, nil
 		}
-		if !isAddrInUse(err) {
+		if !errors.Is(err, syscall.EADDRINUSE) {
 			return nil, err
 		}
 	}
@@ -124,10 +124,6 @@ func listenKernel(host string) (net.Listener, error) {
 		held = append(held, l)
 	}
 	return nil, errors.New("the kernel answered only ports handed out lately")
-}
-
-func isAddrInUse(err error) bool {
-	return errors.Is(err, syscall.EADDRINUSE)
 }
 
 // remember adds p to recent, which keeps the last keep ports.

@@ -38,7 +38,10 @@ func (p *Platform) Machine() topology.Machine {
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
 	for _, sv := range plan.Servers {
-		if err := p.placedHere(sv.ID.Role); err != nil && !sv.OnHost {
+		if sv.OnHost {
+			continue // beside the driver, placed by the hosts file's driver hosts
+		}
+		if err := p.placedHere(sv.ID.Role); err != nil {
 			return nil, err
 		}
 	}
