@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/client"
 
@@ -37,7 +38,9 @@ import (
 
 // Docker connects to the Docker engine on first use and remembers the
 // outcome, so that a study without Docker platforms never needs a daemon.
+// Get and API may be called at once (guests preparing on several sut hosts).
 type Docker struct {
+	mu  sync.Mutex
 	eng *docker.Daemon
 	err error
 	try bool
@@ -71,6 +74,8 @@ func (e *Docker) Kube(ctx context.Context, dir state.Dir) (*k8s.Conn, error) {
 // DOCKER_HOST that names another machine is refused: the load generators
 // run here and reach servers at addresses of this machine.
 func (e *Docker) Get(ctx context.Context) (*docker.Daemon, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if !e.try {
 		e.try = true
 		if e.err = CheckDockerHost(os.Getenv("DOCKER_HOST")); e.err == nil {
@@ -109,6 +114,8 @@ func CheckDockerHost(host string) error {
 
 // Close closes the connection if one was made.
 func (e *Docker) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.eng == nil {
 		return nil
 	}
@@ -171,9 +178,9 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		if o.NoImage != nil {
 			return nil, client, platform.Unavailablef("%v", o.NoImage)
 		}
-		// Guests boot on the first sut host (the one a role without
-		// place: goes to); their disk is built here from the local image.
-		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, sut, func(role string) string { return o.Hosts.SUT(role).Name() })
+		// A role's guests boot on the sut host it is placed on (the first
+		// without place:); their disk is built here from the local image.
+		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, o.guestHosts(), func(role string) string { return o.Hosts.SUT(role).Name() })
 		return p, client, err
 	}
 	var suts []remote.Agent
@@ -182,6 +189,26 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 	}
 	p, err := remote.New(sp.Name, func(role string) remote.Agent { return o.Hosts.SUT(role) }, suts, env, sp.Options)
 	return p, client, err
+}
+
+// guestHosts are the sut hosts guests boot on: the first (where a role
+// without place: goes), then those the hosts file places server roles on,
+// in file order.
+func (o *Opener) guestHosts() []vm.Host {
+	placed := map[string]bool{}
+	for role, h := range o.Hosts.File.Place {
+		if role != hostfile.Driver {
+			placed[h] = true
+		}
+	}
+	first := o.Hosts.SUT("")
+	out := []vm.Host{first}
+	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
+		if placed[h.Name] && h.Name != first.Name() {
+			out = append(out, o.Hosts.Conn(h.Name))
+		}
+	}
+	return out
 }
 
 // ClientNeed says which client host a platform of kind base needs:

@@ -3,7 +3,9 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/platform"
@@ -95,5 +97,37 @@ func TestCheckDockerHost(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
 	if _, err := (&Docker{}).Get(context.Background()); err == nil || !strings.Contains(err.Error(), "another machine") {
 		t.Errorf("Engine.Get with a remote DOCKER_HOST: %v", err)
+	}
+}
+
+// TestDockerGetAtOnce: guests preparing on several sut hosts ask for the
+// engine at once; every caller gets the one outcome (here the refusal of
+// a remote DOCKER_HOST), never a nil engine without an error (a caller
+// that came while the first was connecting did).
+func TestDockerGetAtOnce(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
+	var e Docker
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			eng, err := e.Get(context.Background())
+			if eng == nil && err == nil {
+				err = errors.New("nil engine, nil error")
+			} else if err != nil && !errors.Is(err, platform.ErrUnavailable) {
+				err = fmt.Errorf("not the refusal: %w", err)
+			} else {
+				err = nil
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
 	}
 }

@@ -49,34 +49,62 @@ type Host interface {
 const StageDir = "/var/tmp/nearnative/vm"
 
 // NewOn returns the platform kind (vm, vm-docker or vm-docker-host) whose
-// guests boot on sut host h, where placedOn (the sut host's name a role is
-// placed on) must put every role of its runs. The guests' disk and initramfs are built here,
-// as for local guests (a vm-docker disk seeded with the workload image by a
-// guest booted here), and copied there once; the guests use QEMU's
-// user-mode network with their servers' ports forwarded on the host's
-// address (no bridge there).
-func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, h Host, placedOn func(role string) string) (*Platform, error) {
-	p, err := NewKind(kind, name, env, dir, opt, api)
-	if err != nil {
-		return nil, err
+// guests boot on sut hosts: each guest on the host its roles are placed on
+// (placedOn names a role's sut host; "" or nil: the first), which must be
+// one of hosts (the first is where a role without place: goes). The
+// guests' disk and initramfs are built here, as for local guests (a
+// vm-docker disk seeded with the workload image by a guest booted here),
+// and copied to each host once; the guests use QEMU's user-mode network
+// with their servers' ports forwarded on their host's address (no bridge
+// there), and reach the guests of their topology at those forwards.
+func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Options, api APIFunc, hosts []Host, placedOn func(role string) string) (*Platform, error) {
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("platform %s: no sut host to boot guests on", name)
 	}
-	p.on, p.placedOn = h, placedOn
-	p.staged = map[string]string{}
-	p.userNet = "guests on sut host " + h.Name() + " use QEMU's user-mode network (a bridge on another machine is not built yet)"
-	return p, nil
+	var peers []netip.Addr
+	for _, h := range hosts {
+		peers = append(peers, h.Addr())
+	}
+	var all []*Platform
+	for _, h := range hosts {
+		p, err := NewKind(kind, name, env, dir, opt, api)
+		if err != nil {
+			return nil, err
+		}
+		p.on, p.placedOn, p.peers = h, placedOn, peers
+		p.staged = map[string]string{}
+		p.userNet = "guests on sut host " + h.Name() + " use QEMU's user-mode network (a bridge on another machine is not built yet)"
+		all = append(all, p)
+	}
+	all[0].siblings = all[1:]
+	return all[0], nil
 }
 
-// placedHere refuses a role placed on a sut host other than the one the
-// guests boot on: the guests of a run share one host's user-mode network,
-// which another host's guests cannot join.
-func (p *Platform) placedHere(role string) error {
+// hostFor is the platform of the sut host role is placed on: p's, or a
+// sibling's; a host among none of them is refused.
+func (p *Platform) hostFor(role string) (*Platform, error) {
 	if p.on == nil || p.placedOn == nil {
-		return nil
+		return p, nil
 	}
-	if h := p.placedOn(role); h != "" && h != p.on.Name() {
-		return platform.Unavailablef("%s: %s is placed on sut host %s, but the vm kinds boot a run's guests on one sut host, %s (the first, where a role without place: goes), whose user-mode network no other host's guest joins: place it on %s, or run native or Docker's kinds, which spread over sut hosts", p.name, role, h, p.on.Name(), p.on.Name())
+	h := p.placedOn(role)
+	if h == "" || h == p.on.Name() {
+		return p, nil
 	}
-	return nil
+	for _, s := range p.siblings {
+		if s.on.Name() == h {
+			return s, nil
+		}
+	}
+	return nil, platform.Unavailablef("%s: %s is placed on sut host %s, where this platform boots no guest (its hosts: %s): place it on one of those", p.name, role, h, strings.Join(p.hostNames(), ", "))
+}
+
+// hostNames are the names of the sut hosts p's guests may boot on.
+func (p *Platform) hostNames() []string {
+	out := []string{p.on.Name()}
+	for _, s := range p.siblings {
+		out = append(out, s.on.Name())
+	}
+	return out
 }
 
 // hostRun runs argv on the sut host through its agent, in dir ("/" when
@@ -283,7 +311,11 @@ func (g *guest) startOn(ctx context.Context) error {
 	}
 	token := randomToken()
 	g.ip, g.reach = "10.0.2.15", cfg.ForwardOn
-	netdev := "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(ap[0]) + "-:" + strconv.Itoa(vmagent.Port)
+	restrict := "on"
+	if cfg.Peers {
+		restrict = "off" // its servers open connections to other guests' forwards
+	}
+	netdev := "user,id=n0,restrict=" + restrict + ",hostfwd=tcp:127.0.0.1:" + strconv.Itoa(ap[0]) + "-:" + strconv.Itoa(vmagent.Port)
 	for _, port := range cfg.Forward {
 		netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", g.reach, port, port)
 	}

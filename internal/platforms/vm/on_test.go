@@ -21,6 +21,7 @@ import (
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/state"
 	"github.com/nearnative/nearnative/internal/tailbuf"
+	"github.com/nearnative/nearnative/internal/topology"
 	"github.com/nearnative/nearnative/internal/vmagent"
 	"github.com/nearnative/nearnative/internal/vmprobe"
 )
@@ -64,12 +65,13 @@ func agentMain(args []string) int {
 // agentHost is a sut host that is this machine, reached as a remote one
 // is: its agent is this test binary started on stdio, as over SSH.
 type agentHost struct {
+	name  string // "" is local-as-remote
 	agent *vmagent.Client
 	stdin io.WriteCloser
 	cmd   *exec.Cmd
 }
 
-func startAgentHost(t *testing.T, ctx context.Context) *agentHost {
+func startAgentHost(t *testing.T, ctx context.Context, name string) *agentHost {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], vmagent.StdioArg)
 	stdin, _ := cmd.StdinPipe()
@@ -81,13 +83,18 @@ func startAgentHost(t *testing.T, ctx context.Context) *agentHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &agentHost{stdin: stdin, cmd: cmd}
+	h := &agentHost{name: name, stdin: stdin, cmd: cmd}
 	h.agent = vmagent.NewClientDial(addr, token, h.DialContext)
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	return h
 }
 
-func (h *agentHost) Name() string           { return "local-as-remote" }
+func (h *agentHost) Name() string {
+	if h.name == "" {
+		return "local-as-remote"
+	}
+	return h.name
+}
 func (h *agentHost) Self() string           { return os.Args[0] }
 func (h *agentHost) Addr() netip.Addr       { return netip.MustParseAddr("127.0.0.1") }
 func (h *agentHost) Agent() *vmagent.Client { return h.agent }
@@ -99,12 +106,16 @@ func (h *agentHost) DialContext(ctx context.Context, network, addr string) (net.
 
 // onHostPlatform is the platform kind whose guests boot on a "sut host"
 // (this machine through an agent on stdio), checked; when the test ends it
-// is closed and nothing of its run may be left.
-func onHostPlatform(t *testing.T, ctx context.Context, kind string) *Platform {
+// is closed and nothing of its run may be left. Each of others is one
+// more such host (a sibling agent) that placed may place roles on.
+func onHostPlatform(t *testing.T, ctx context.Context, kind string, placed map[string]string, others ...string) *Platform {
 	t.Helper()
 	local, run, _ := testPlatform(t, ctx, kind)
-	h := startAgentHost(t, ctx)
-	p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, h, nil)
+	hosts := []Host{startAgentHost(t, ctx, "")}
+	for _, n := range others {
+		hosts = append(hosts, startAgentHost(t, ctx, n))
+	}
+	p, err := NewOn(kind, kind, local.env, state.Home(), platform.Options{}, local.api, hosts, func(role string) string { return placed[role] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +138,8 @@ func onHostPlatform(t *testing.T, ctx context.Context, kind string) *Platform {
 func TestGuestOnHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	p := onHostPlatform(t, ctx, platform.VM)
+	placed := map[string]string{}
+	p := onHostPlatform(t, ctx, platform.VM, placed, "second")
 	srv, err := p.Start(ctx, "t1", redisSpec())
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +182,33 @@ func TestGuestOnHost(t *testing.T) {
 	// Redis at the guest's address, the client at the host's forwards.
 	vol := t.TempDir()
 	os.WriteFile(filepath.Join(vol, "seed.txt"), []byte("from the host\n"), 0o644)
-	if _, err := deploy.Deploy(ctx, p, "t2", lbTopology(vol, 2, 2), deploy.Options{}); err == nil || !strings.Contains(err.Error(), "vms: 1") {
-		t.Errorf("two guests on a sut host's user-mode network: %v", err)
+	// Two guests, HAProxy in one reaching Redis in the other at its
+	// forward (the host's loopback here, QEMU's gateway seen from a
+	// guest); then Redis placed on the second host, its guest booted
+	// there, HAProxy on the first reaching it at that host's forward.
+	for _, on := range []string{"", "second"} {
+		placed["redis"] = on
+		two := lbTopology(vol, 1, 2)
+		two.Roles[0].OwnGuest = true
+		dep, err := deploy.Deploy(ctx, p, "t2"+on, two, deploy.Options{})
+		if err != nil {
+			t.Fatalf("two guests, redis placed on %q: %v", on, err)
+		}
+		where := strings.Join(dep.Where(), "\n")
+		t.Log(where)
+		if on != "" && !strings.Contains(where, "sut host "+on) {
+			t.Errorf("redis placed on %s, ran: %s", on, where)
+		}
+		for _, addr := range dep.Entries("lb", "lb") {
+			if err := redisproto.Ping(ctx, addr); err != nil {
+				t.Errorf("PING through lb %s to redis in another guest (placed on %q): %v", addr, on, err)
+			}
+		}
+		if err := dep.Stop(ctx); err != nil {
+			t.Errorf("stopping the topology: %v", err)
+		}
 	}
+	placed["redis"] = ""
 	dep, err := deploy.Deploy(ctx, p, "t3", lbTopology(vol, 1, 1), deploy.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +253,7 @@ func TestGuestDockerOnHost(t *testing.T) {
 	ctx := vmDockerTest(t)
 	for _, kind := range []string{KindDockerNAT, KindDockerHost} {
 		t.Run(kind, func(t *testing.T) {
-			p := onHostPlatform(t, ctx, kind)
+			p := onHostPlatform(t, ctx, kind, nil)
 			srv, err := p.Start(ctx, "t1", redisSpec())
 			if err != nil {
 				t.Fatal(err)
@@ -249,29 +285,41 @@ func TestGuestDockerOnHost(t *testing.T) {
 	}
 }
 
-// TestPlacedHere: a role placed on another sut host than the guests' is
-// refused before anything boots, in a topology and as a single server;
-// the host roles beside the driver and the roles placed here are not.
-func TestPlacedHere(t *testing.T) {
-	placed := map[string]string{"web": "sut2", "db": "local-as-remote"}
-	p := &Platform{name: "vm", on: &agentHost{}, placedOn: func(role string) string { return placed[role] }}
+// TestHostFor: a role's guest boots on the sut host it is placed on (the
+// first without place:), a host the platform has no guests on is refused,
+// and so is a guest that would hold roles placed on two hosts; guests on
+// this machine know no placement.
+func TestHostFor(t *testing.T) {
+	placed := map[string]string{"web": "sut2", "db": "local-as-remote", "cache": "", "x": "sut3"}
+	on := func(role string) string { return placed[role] }
+	p := &Platform{name: "vm", on: &agentHost{}, placedOn: on}
+	sib := &Platform{name: "vm", on: &agentHost{name: "sut2"}, placedOn: on}
+	p.siblings = []*Platform{sib}
 	for _, c := range []struct {
 		role string
-		ok   bool
-	}{{"db", true}, {"cache", true}, {"web", false}} {
-		err := p.placedHere(c.role)
-		if c.ok != (err == nil) {
-			t.Errorf("placedHere(%s) = %v, want ok=%v", c.role, err, c.ok)
+		want *Platform // nil: refused
+	}{{"db", p}, {"cache", p}, {"unplaced", p}, {"web", sib}, {"x", nil}} {
+		got, err := p.hostFor(c.role)
+		if got != c.want {
+			t.Errorf("hostFor(%s) = %v, want %v", c.role, got, c.want)
 		}
-		if err != nil && (!errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "web is placed on sut host sut2") || !strings.Contains(err.Error(), "place it on local-as-remote")) {
-			t.Errorf("placedHere(%s): %v, want unavailable naming both hosts and the fix", c.role, err)
+		if c.want == nil && (!errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "x is placed on sut host sut3") || !strings.Contains(err.Error(), "local-as-remote, sut2")) {
+			t.Errorf("hostFor(%s): %v, want unavailable naming the host and the platform's hosts", c.role, err)
 		}
 	}
-	if _, err := p.Start(context.Background(), "t1", platform.Spec{Name: "web", Command: func(platform.Listen) []string { return []string{"true"} }}); !errors.Is(err, platform.ErrUnavailable) {
-		t.Errorf("Start of a server placed elsewhere: %v, want unavailable", err)
+	if _, err := p.Start(context.Background(), "t1", platform.Spec{Name: "x", Command: func(platform.Listen) []string { return []string{"true"} }}); !errors.Is(err, platform.ErrUnavailable) {
+		t.Errorf("Start of a server placed on no guest host: %v, want unavailable", err)
+	}
+	srv := func(role string) topology.Server { return topology.Server{ID: topology.ServerID{Role: role}} }
+	hosts, err := p.guestHosts([][]topology.Server{{srv("db"), srv("cache")}, {srv("web")}})
+	if err != nil || len(hosts) != 2 || hosts[0] != p || hosts[1] != sib {
+		t.Errorf("guestHosts = %v, %v, want this host's guest then sut2's", hosts, err)
+	}
+	if _, err := p.guestHosts([][]topology.Server{{srv("db"), srv("web")}}); !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "place them on one host") {
+		t.Errorf("a guest of roles placed on two hosts: %v, want refused with the fix", err)
 	}
 	local := &Platform{name: "vm"}
-	if err := local.placedHere("web"); err != nil {
-		t.Errorf("guests on this machine know no placement: %v", err)
+	if got, err := local.hostFor("web"); got != local || err != nil {
+		t.Errorf("guests on this machine know no placement: %v %v", got, err)
 	}
 }

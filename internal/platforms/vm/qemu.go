@@ -62,6 +62,11 @@ type guestConfig struct {
 	// remote is the platform whose sut host the guest boots on (its Disk
 	// a qcow2 file there); nil: this machine.
 	remote *Platform
+	// Peers lets a guest on a sut host open connections (QEMU's
+	// restrict=off): its servers reach the other guests of their
+	// topology at their hosts' forwards. Without it the guest only
+	// answers forwarded connections.
+	Peers bool
 }
 
 // guest is one running QEMU guest.

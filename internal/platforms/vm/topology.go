@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,15 +38,11 @@ func (p *Platform) Machine() topology.Machine {
 // a container of its guest's engine. Servers reach each other at their
 // guest's address; the host reaches them there too.
 func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) (_ deploy.Site, err error) {
-	for _, sv := range plan.Servers {
-		if sv.OnHost {
-			continue // beside the driver, placed by the hosts file's driver hosts
-		}
-		if err := p.placedHere(sv.ID.Role); err != nil {
-			return nil, err
-		}
-	}
 	guests := plan.Guests()
+	on, err := p.guestHosts(guests)
+	if err != nil {
+		return nil, err
+	}
 	// Known before booting on a sut host (always user-mode there) or after
 	// an earlier fallback; else known once the guests have booted.
 	if err := p.joinable(len(guests)); err != nil {
@@ -53,12 +50,21 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 	}
 	var ports map[topology.ServerID]map[string]int
 	if p.on != nil {
-		// Forwarded on the host's address: free in the host's kernel.
-		free, err := p.hostPorts(ctx, p.on.Addr().String(), deploy.PortCount(plan))
-		if err != nil {
+		// The hosts' platforms prepare one at a time, before the guests
+		// boot at once: they build and stage the same files.
+		for i, hp := range on {
+			if i == 0 || hp != on[i-1] {
+				hp.mu.Lock()
+				err := hp.prepare(ctx)
+				hp.mu.Unlock()
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+		if ports, err = hostForwards(ctx, guests, on); err != nil {
 			return nil, err
 		}
-		ports = deploy.PortsFrom(plan, free)
 	} else if ports, err = deploy.Ports(plan, p.env.ClientHost().ServerAddr()); err != nil {
 		return nil, err
 	}
@@ -85,7 +91,7 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 			if i < len(plan.GuestVCPUs) && plan.GuestVCPUs[i] > 0 {
 				vcpus = plan.GuestVCPUs[i]
 			}
-			g, err := p.bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus)
+			g, err := on[i].bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus, len(guests) > 1)
 			if err != nil {
 				errs[i] = fmt.Errorf("booting guest %d: %w", i, err)
 				return
@@ -109,10 +115,63 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 	return s, nil
 }
 
-// joinable refuses n guests on QEMU's user-mode network, which does not
-// join guests, saying how a study puts its topology in one guest.
+// guestHosts is the platform (the sut host's, on sut hosts) each guest of
+// plan boots on: its servers' roles' host; a guest holding roles placed
+// on two hosts is refused.
+func (p *Platform) guestHosts(guests [][]topology.Server) ([]*Platform, error) {
+	on := make([]*Platform, len(guests))
+	for i, servers := range guests {
+		on[i] = p
+		by := ""
+		for j, sv := range servers {
+			hp, err := p.hostFor(sv.ID.Role)
+			if err != nil {
+				return nil, err
+			}
+			if j > 0 && hp != on[i] {
+				return nil, platform.Unavailablef("%s: guest %d would hold %s, placed on sut host %s, and %s, placed on %s: place them on one host, or give the roles guests of their own (web20's vm_split, redis-scaleout's guests: per-redis)", p.name, i, by, on[i].on.Name(), sv.ID.Role, hp.on.Name())
+			}
+			on[i], by = hp, sv.ID.Role
+		}
+	}
+	return on, nil
+}
+
+// hostForwards are the ports of guests' servers, forwarded on the address
+// of the sut host each guest boots on (on): free in that host's kernel.
+func hostForwards(ctx context.Context, guests [][]topology.Server, on []*Platform) (map[topology.ServerID]map[string]int, error) {
+	count := map[*Platform]int{}
+	for i, servers := range guests {
+		for _, sv := range servers {
+			count[on[i]] += len(sv.Ports)
+		}
+	}
+	free := map[*Platform][]int{}
+	for hp, n := range count {
+		ports, err := hp.hostPorts(ctx, hp.on.Addr().String(), n)
+		if err != nil {
+			return nil, err
+		}
+		free[hp] = ports
+	}
+	out := map[topology.ServerID]map[string]int{}
+	for i, servers := range guests {
+		for _, sv := range servers {
+			m := map[string]int{}
+			for _, pn := range sv.Ports {
+				m[pn], free[on[i]] = free[on[i]][0], free[on[i]][1:]
+			}
+			out[sv.ID] = m
+		}
+	}
+	return out, nil
+}
+
+// joinable refuses n guests on QEMU's user-mode network here, which does
+// not join guests, saying how a study puts its topology in one guest. On
+// sut hosts the guests reach each other at their hosts' forwards.
 func (p *Platform) joinable(n int) error {
-	if p.userNet == "" || n <= 1 {
+	if p.userNet == "" || n <= 1 || p.on != nil {
 		return nil
 	}
 	return fmt.Errorf("%d guests cannot reach each other on QEMU's user-mode network (%s): run it in one guest (workload param vms: 1; redis-scaleout: guests: one)", n, p.userNet)
@@ -389,8 +448,8 @@ func (s *vmSite) Start(ctx context.Context, m deploy.Member) (platform.Server, e
 	vg.mu.Lock()
 	vg.held = append(vg.held, spec.Name)
 	vg.mu.Unlock()
-	if gp, ok := srv.(*guestProc); ok && s.p.on != nil {
-		return remoteProc{guestProc: gp, hostAnswers: hostAnswers{s.p}}, nil
+	if gp, ok := srv.(*guestProc); ok && vg.g.cfg.remote != nil {
+		return remoteProc{guestProc: gp, hostAnswers: hostAnswers{vg.g.cfg.remote}}, nil
 	}
 	return srv, nil
 }
@@ -531,6 +590,11 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 			return "", fmt.Errorf("%s in guest %d cannot reach %s in guest %d: %s", from.ID.Name(), from.Guest, to.ID.Name(), to.Guest, br.isolated)
 		}
 	}
+	if from.Guest != to.Guest && s.p.on != nil {
+		// Guests on sut hosts: the peer's forward on its host's address,
+		// which the from guest's QEMU opens (restrict=off) from its host.
+		return deploy.JoinPort(s.guests[to.Guest].forwardAddr(), p), nil
+	}
 	if s.p.kind == platform.VM || s.p.kind == KindDockerHost {
 		return deploy.JoinPort(s.guests[to.Guest].g.ip, p), nil
 	}
@@ -550,6 +614,16 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 		return "", fmt.Errorf("%s has no address yet: it has not started", to.ID.Name())
 	}
 	return deploy.JoinPort(g.ip, p), nil
+}
+
+// forwardAddr is where another guest reaches vg's forwards: its host's
+// address, or QEMU's gateway (the host's loopback) when the forwards are
+// on loopback.
+func (vg *vmGuest) forwardAddr() string {
+	if a, err := netip.ParseAddr(vg.g.reach); err == nil && a.IsLoopback() {
+		return "10.0.2.2"
+	}
+	return vg.g.reach
 }
 
 func (s *vmSite) Places() []deploy.Place {

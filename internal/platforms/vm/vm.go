@@ -84,6 +84,12 @@ type Platform struct {
 	on Host
 	// placedOn names the sut host a role is placed on (NewOn).
 	placedOn func(role string) string
+	// siblings are the platforms of the other sut hosts roles are placed
+	// on (NewOn): a role's guest boots on its host, through its sibling.
+	siblings []*Platform
+	// peers are the addresses of every sut host of the run's guests: a
+	// guest's servers accept connections from the others' forwards.
+	peers []netip.Addr
 	// staged maps the kernel, initramfs and disk here to their copies on
 	// the sut host; stagedDisk is the disk's (qcow2).
 	staged     map[string]string
@@ -149,12 +155,20 @@ func (p *Platform) Name() string { return p.name }
 func (p *Platform) Check(ctx context.Context) error {
 	if p.on != nil {
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		r, err := p.checkOn(ctx)
 		if err == nil {
 			p.probe = r
 		}
-		return err
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		for _, s := range p.siblings {
+			if err := s.Check(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if os.Geteuid() != 0 {
 		return platform.Unavailablef("%s needs root (bridge and tap devices): run nearnative as root", p.name)
@@ -285,26 +299,31 @@ func (p *Platform) resolveImage(ctx context.Context, api client.APIClient) error
 	return nil
 }
 
-// Close removes the bridge.
+// Close removes the bridge (and closes the other sut hosts' platforms).
 func (p *Platform) Close() error {
+	var errs []error
+	for _, s := range p.siblings {
+		errs = append(errs, s.Close())
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := p.br.remove()
+	errs = append(errs, p.br.remove())
 	p.br, p.ready = nil, false
 	if p.on == nil {
 		p.userNet = "" // the next prepare tries a bridge again
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // boot prepares the platform and boots one guest.
 func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest, error) {
-	return p.bootSized(ctx, name, forward, p.vcpus)
+	return p.bootSized(ctx, name, forward, p.vcpus, false)
 }
 
 // bootSized boots a guest with vcpus vCPUs instead of the platform's (a
-// topology role's guest of its own); its memory is the platform's.
-func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vcpus int) (*guest, error) {
+// topology role's guest of its own); its memory is the platform's. peers:
+// on a sut host, the guest may open connections (to other guests' forwards).
+func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vcpus int, peers bool) (*guest, error) {
 	p.mu.Lock()
 	if err := p.prepare(ctx); err != nil {
 		p.mu.Unlock()
@@ -328,11 +347,12 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 	}
 	if p.on != nil {
 		cfg.Kernel, cfg.Initrd, cfg.Disk = p.staged[p.kernel.Image], p.staged[p.initrd], p.stagedDisk
-		cfg.ForwardOn, cfg.remote = p.on.Addr().String(), p
+		cfg.ForwardOn, cfg.remote, cfg.Peers = p.on.Addr().String(), p, peers
 		// QEMU's user-mode network hands the guest a forwarded
 		// connection from the driver host's own address (only loopback
 		// sources become 10.0.2.2): the guest answers through the
-		// gateway; restrict=on still keeps it from reaching anything.
+		// gateway; restrict=on still keeps it from reaching anything
+		// unless it has peers.
 		cfg.Routes = []string{"0.0.0.0/0"}
 	}
 	p.mu.Unlock()
@@ -344,16 +364,23 @@ func (p *Platform) where(g *guest) string {
 	if g.cfg.Accel != "kvm" {
 		accel = EmulatedNote
 	}
-	net := "on QEMU user-mode networking (fallback: " + p.userNet + "), client via " + g.reach + " port forwards (slirp)"
+	on := p
+	if g.cfg.remote != nil {
+		on = g.cfg.remote // the sut host the guest boots on
+	}
+	net := "on QEMU user-mode networking (fallback: " + on.userNet + "), client via " + g.reach + " port forwards (slirp)"
+	if g.cfg.Peers {
+		net += ", other guests reached at their hosts' forwards (restrict=off: the guest may open connections)"
+	}
 	if g.cfg.Bridge != nil {
 		net = fmt.Sprintf("at %s on bridge %s (tap %s)", g.ip, g.cfg.Bridge.name, g.tap)
 	}
 	what := "QEMU guest"
-	if p.on != nil {
-		what = "QEMU guest on sut host " + p.on.Name()
+	if on.on != nil {
+		what = "QEMU guest on sut host " + on.on.Name()
 	}
 	return fmt.Sprintf("%s, %s, %d vCPUs, %d MiB, disk from %s, booted in %v (not measured), %s",
-		what, accel, g.cfg.VCPUs, g.cfg.MemMiB, p.env.Image, g.boot.Round(100*time.Millisecond), net)
+		what, accel, g.cfg.VCPUs, g.cfg.MemMiB, on.env.Image, g.boot.Round(100*time.Millisecond), net)
 }
 
 // clientRoutes are the subnets a guest routes back to through the host:
@@ -371,9 +398,11 @@ func (p *Platform) clientRoutes() []string {
 // guests) or QEMU's user-mode network, and on the vm-docker kinds the
 // guest engine's default bridge (its docker-proxy and containers).
 func (p *Platform) from(g *guest) []netip.Prefix {
-	nets := []netip.Prefix{platform.Loopback, p.env.ClientHost().Subnet()}
-	if p.on != nil { // the sut host itself, through its forwards
-		nets = append(nets, netip.PrefixFrom(p.on.Addr(), p.on.Addr().BitLen()))
+	nets := append([]netip.Prefix{platform.Loopback}, host.Sources(p.env.ClientHost())...)
+	if p.on != nil { // the sut hosts, through their forwards
+		for _, a := range append([]netip.Addr{p.on.Addr()}, p.peers...) {
+			nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+		}
 	}
 	if g.cfg.Bridge != nil {
 		nets = append(nets, g.cfg.Bridge.subnet())
@@ -403,8 +432,10 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 	if len(spec.Volumes) > 0 {
 		return nil, fmt.Errorf("server %s: host volumes are not supported in a VM", spec.Name)
 	}
-	if err := p.placedHere(spec.Name); err != nil {
+	if hp, err := p.hostFor(spec.Name); err != nil {
 		return nil, err
+	} else if hp != p {
+		return hp.Start(ctx, trial, spec)
 	}
 	// Any free port is free in a fresh guest; ask the host for free ones
 	// (platform.FreePorts), which are also free for the fallback's port
