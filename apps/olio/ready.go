@@ -11,8 +11,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/nearnative/nearnative/internal/ready"
 )
+
+// The driver prints "packets.go:58 unexpected EOF" to stderr for every
+// connection a server not yet listening closes (a VM's port forward
+// accepts before the guest's MariaDB listens: a hundred lines per trial
+// while probing); the same error is returned to the caller, which says
+// what failed.
+func init() { mysql.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Print(...any) {}
 
 // ErrorMarker starts the line with which every page of the site reports a
 // failure (with an HTTP error status).

@@ -167,8 +167,8 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 			o.engines = &remote.Engines{Local: eng.Get, Log: o.Log}
 		}
 		var suts []remote.DockerHost
-		for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
-			suts = append(suts, o.Hosts.Conn(h.Name))
+		for _, h := range o.usedSUTs() {
+			suts = append(suts, h)
 		}
 		p, err := remote.NewDocker(sp.Base, sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options, o.engines,
 			func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
@@ -191,10 +191,12 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 	return p, client, err
 }
 
-// guestHosts are the sut hosts guests boot on: the first (where a role
+// usedSUTs are the sut hosts servers may run on: the first (where a role
 // without place: goes), then those the hosts file places server roles on,
-// in file order.
-func (o *Opener) guestHosts() []vm.Host {
+// in file order. Only they are checked (a second sut host's default
+// bridge, say, which docker-bridge would route, matters only when a role
+// runs there).
+func (o *Opener) usedSUTs() []*sshhost.Conn {
 	placed := map[string]bool{}
 	for role, h := range o.Hosts.File.Place {
 		if role != hostfile.Driver {
@@ -202,11 +204,20 @@ func (o *Opener) guestHosts() []vm.Host {
 		}
 	}
 	first := o.Hosts.SUT("")
-	out := []vm.Host{first}
+	out := []*sshhost.Conn{first}
 	for _, h := range o.Hosts.File.With(hostfile.RoleSUT) {
 		if placed[h.Name] && h.Name != first.Name() {
 			out = append(out, o.Hosts.Conn(h.Name))
 		}
+	}
+	return out
+}
+
+// guestHosts are usedSUTs, where the vm kinds boot guests.
+func (o *Opener) guestHosts() []vm.Host {
+	var out []vm.Host
+	for _, h := range o.usedSUTs() {
+		out = append(out, h)
 	}
 	return out
 }

@@ -22,6 +22,7 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -327,6 +328,24 @@ Subsystem sftp internal-sftp
 	return pk, err
 }
 
+// HostDaemonJSON is this machine's dockerd configuration.
+const HostDaemonJSON = "/etc/docker/daemon.json"
+
+// runtimesOnly is a dockerd configuration holding only the "runtimes" of
+// the configuration file at path ({} when it has none or is unreadable).
+func runtimesOnly(path string) []byte {
+	var cfg struct {
+		Runtimes json.RawMessage `json:"runtimes,omitempty"`
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		if json.Unmarshal(b, &cfg) != nil {
+			cfg.Runtimes = nil
+		}
+	}
+	out, _ := json.Marshal(cfg)
+	return append(out, '\n')
+}
+
 // upDocker starts sut host k's dockerd in its namespace and waits until
 // it answers. Its images stay in its data root for the next test bed of
 // the tag (unless Down purges them).
@@ -341,8 +360,10 @@ func (c Config) upDocker(ctx context.Context, k int) error {
 		return err
 	}
 	conf := filepath.Join(hd, "dockerd.json")
-	// Its own (empty) configuration: not this machine's daemon.json.
-	if err := os.WriteFile(conf, []byte("{}\n"), 0o600); err != nil {
+	// Its own configuration, not this machine's daemon.json: only the OCI
+	// runtimes that one registers (setup's runsc and crun), so that the
+	// docker-runsc-* and docker-crun-* kinds run on the test bed too.
+	if err := os.WriteFile(conf, runtimesOnly(HostDaemonJSON), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.Create(filepath.Join(hd, "dockerd.log"))

@@ -170,31 +170,78 @@ func (p *dockerPlatform) checkRuntime(ctx context.Context) error {
 			"or register it yourself as docs/runtimes.md shows", p.name, p.runtime, strings.Join(names, ", "), p.runtime)
 	}
 	if r.Path != "" && strings.HasPrefix(r.Path, "/") {
-		if _, err := os.Stat(r.Path); err != nil {
-			return platform.Unavailablef("%s: dockerd's runtime %s is %s, which is not here: install it (apt-get install %s) or run `make setup`",
-				p.name, p.runtime, r.Path, map[string]string{RuntimeRunsc: "runsc", RuntimeCrun: "crun"}[p.runtime])
+		if !p.engineHas(ctx, r.Path) {
+			return platform.Unavailablef("%s: dockerd's runtime %s is %s, which is not %s: install it (apt-get install %s) or run `make setup`",
+				p.name, p.runtime, r.Path, p.engineMachine(), map[string]string{RuntimeRunsc: "runsc", RuntimeCrun: "crun"}[p.runtime])
 		}
 	}
 	switch p.runtime {
 	case RuntimeRunsc:
 		g := gvisorOf(ctx, r)
-		if g.Network == "sandbox" && NetstackRefused() {
+		if g.Network == "sandbox" && p.netstackRefused(ctx) {
 			return platform.Unavailablef("%s: runsc is registered with gVisor's own network stack (netstack), which this runsc refuses on this kernel "+
 				"(it takes every network namespace for the host's, since /proc/sys/net/core/rmem_default exists in each): "+
 				"register runsc with --network=host (make setup does), or install a newer runsc", p.name)
 		}
-		if g.Platform == "kvm" {
-			if _, err := os.Stat("/dev/kvm"); err != nil {
-				return platform.Unavailablef("%s: runsc is registered with gVisor's kvm platform and this machine has no /dev/kvm: register it with --platform=ptrace", p.name)
-			}
+		if g.Platform == "kvm" && !p.engineHas(ctx, "/dev/kvm") {
+			return platform.Unavailablef("%s: runsc is registered with gVisor's kvm platform and %s has no /dev/kvm: register it with --platform=ptrace", p.name, p.engineMachine())
 		}
 		p.mu.Lock()
 		p.gvisor = &g
 		p.mu.Unlock()
 	case RuntimeCrun:
-		if err := CrunCgroupLayout(); err != nil {
+		err := CrunCgroupLayout()
+		if p.site != nil {
+			err = p.siteCrunLayout(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
+	}
+	return nil
+}
+
+// engineMachine names the machine the engine runs on, for messages.
+func (p *dockerPlatform) engineMachine() string {
+	if p.site != nil {
+		return "on sut host " + p.site.Host
+	}
+	return "on this machine"
+}
+
+// engineHas reports whether path exists on the engine's machine (a sut
+// host's, asked through its agent).
+func (p *dockerPlatform) engineHas(ctx context.Context, path string) bool {
+	if p.site != nil {
+		_, err := p.site.Run(ctx, "looking for "+path, "test", "-e", path)
+		return err == nil
+	}
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// netstackRefused is NetstackRefused on the engine's machine: on a sut
+// host, the same file looked for in a fresh network namespace there
+// (unshare -n; where that fails, not refused, as here).
+func (p *dockerPlatform) netstackRefused(ctx context.Context) bool {
+	if p.site != nil {
+		_, err := p.site.Run(ctx, "probing runsc's netstack", "unshare", "-n", "test", "-e", "/proc/sys/net/core/rmem_default")
+		return err == nil
+	}
+	return NetstackRefused()
+}
+
+// siteCrunLayout is CrunCgroupLayout on the site's host: the controllers
+// of its unified mount when its layout is hybrid.
+func (p *dockerPlatform) siteCrunLayout(ctx context.Context) error {
+	root := cgroup.Root
+	out, err := p.site.Run(ctx, "reading the cgroup layout", "sh", "-c",
+		`[ -e "$1/cgroup.controllers" ] || cat "$1/unified/cgroup.controllers" 2>/dev/null; true`, "sh", root)
+	if err != nil {
+		return err
+	}
+	if err := crunLayout(strings.Fields(string(out))); err != nil {
+		return fmt.Errorf("sut host %s: %w", p.site.Host, err)
 	}
 	return nil
 }
@@ -209,8 +256,15 @@ func CrunCgroupLayout() error {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(cgroup.Root, "unified", "cgroup.controllers"))
-	ctrls := strings.Fields(string(b))
-	if err != nil || len(ctrls) == 0 {
+	if err != nil {
+		return nil
+	}
+	return crunLayout(strings.Fields(string(b)))
+}
+
+// crunLayout refuses a hybrid layout whose unified mount holds ctrls.
+func crunLayout(ctrls []string) error {
+	if len(ctrls) == 0 {
 		return nil
 	}
 	return platform.Unavailablef("crun refuses a hybrid cgroup layout whose v2 mount (%s) holds controllers (here: %s): "+

@@ -80,23 +80,25 @@ func (p *dockerPlatform) putVolumes(ctx context.Context, vols []platform.Volume)
 // rule of the run keeps the drivers' connections from DNAT, so they reach
 // docker-proxy's socket: see viaProxy), the container's own address on the
 // host's default bridge (the driver hosts routed there through the host:
-// routeDrivers) and the host network. docker-network (a bridge of the
-// run's own) is not offered there yet.
+// routeDrivers) and the host network, under runc, runsc or crun (the
+// runtime registered with the host's dockerd, checked there).
+// docker-network (a bridge of the run's own) is not offered there yet.
 var RemoteKinds = []string{platform.DockerNAT, platform.DockerProxy, platform.DockerBridge, platform.DockerHost}
 
 // RemoteRefusal is why the Docker platform kind (named name in the study)
-// is not offered on sut host host, or nil for RemoteKinds under runc.
+// is not offered on sut host host, or nil for RemoteKinds (under any
+// runtime).
 func RemoteRefusal(kind, name, host string) error {
-	if v, ok := variants[kind]; ok && v.runtime == "" && slices.Contains(RemoteKinds, v.path) {
+	if v, ok := variants[kind]; ok && slices.Contains(RemoteKinds, v.path) {
 		return nil
 	}
-	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat, docker-proxy), the default bridge routed through the host (docker-bridge) and the host network (docker-host) reach there under runc; "+
-		"the other runtimes and docker-network (a bridge of the run's own) are not offered there yet", name, host)
+	return platform.Unavailablef("%s is not offered on sut host %s: the load comes from other machines, and of Docker's paths only a port published on the host's address (docker-nat, docker-proxy), the default bridge routed through the host (docker-bridge) and the host network (docker-host) reach there; "+
+		"docker-network (a bridge of the run's own) is not offered there yet", name, host)
 }
 
 // NewOn returns the Docker platform of kind, as New does, on the engine
-// eng of the remote host site (eng made by ConnectVia). Only runc's
-// RemoteKinds are offered; cpus and memory become the containers' limits
+// eng of the remote host site (eng made by ConnectVia). Only RemoteKinds
+// are offered; cpus and memory become the containers' limits
 // there, as here.
 func NewOn(kind, name string, env platform.Env, eng *Daemon, opt platform.Options, site Site) (platform.Platform, error) {
 	pl, err := New(kind, name, env, eng, opt)

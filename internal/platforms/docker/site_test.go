@@ -46,11 +46,9 @@ func TestSiteRefusesPathsOtherMachinesCannotReach(t *testing.T) {
 	eng := viaDialer(t)
 	_, img := needEngine(t)
 	env := platform.Env{Image: img}
-	for _, kind := range []string{platform.DockerNetwork, platform.DockerRunscNAT, platform.DockerCrunHost} {
-		_, err := NewOn(kind, kind, env, eng, platform.Options{}, Site{Host: "sut9"})
-		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut9") {
-			t.Errorf("%s: %v, want it refused as unavailable", kind, err)
-		}
+	_, err := NewOn(platform.DockerNetwork, "dn", env, eng, platform.Options{}, Site{Host: "sut9"})
+	if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not offered on sut host sut9") {
+		t.Errorf("docker-network: %v, want it refused as unavailable", err)
 	}
 	local, _ := needEngine(t)
 	if _, err := NewOn(platform.DockerNAT, "n", env, local, platform.Options{}, Site{Host: "sut9"}); err == nil {
@@ -263,5 +261,59 @@ func bridged(t *testing.T, p platform.Platform, routed []netip.Prefix, unrouted 
 	}
 	if rule() || *unrouted != 1 {
 		t.Errorf("after Close: rule left %v, routes undone %d times (want 1)", rule(), *unrouted)
+	}
+}
+
+// TestSiteRuntimeChecks: a runtime's checks of the engine's machine (the
+// runtime's binary, crun's cgroup layout, gVisor's netstack) go to the
+// sut host through the site, and a refusal names the host.
+func TestSiteRuntimeChecks(t *testing.T) {
+	eng := viaDialer(t)
+	_, img := needEngine(t)
+	rts, err := eng.Runtimes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind, runtime string
+		missing       string // a path the host lacks
+		layout        string // the host's unified controllers
+		want          string // "" for ok
+	}{
+		{platform.DockerCrunHost, RuntimeCrun, "", "", ""},
+		{platform.DockerCrunHost, RuntimeCrun, "crun", "", "is not on sut host sut9"},
+		{platform.DockerCrunBridge, RuntimeCrun, "", "hugetlb", "sut host sut9: crun refuses a hybrid cgroup layout"},
+		{platform.DockerRunscNAT, RuntimeRunsc, "", "", ""},
+		{platform.DockerRunscNAT, RuntimeRunsc, "runsc", "", "is not on sut host sut9"},
+	} {
+		t.Run(c.kind+" "+c.missing+c.layout, func(t *testing.T) {
+			if _, ok := rts[c.runtime]; !ok {
+				t.Skipf("dockerd has no runtime %s registered (make setup)", c.runtime)
+			}
+			var asked []string
+			site := Site{Host: "sut9", Run: func(_ context.Context, _ string, argv ...string) ([]byte, error) {
+				asked = append(asked, strings.Join(argv, " "))
+				switch {
+				case argv[0] == "test" && c.missing != "" && strings.HasSuffix(argv[len(argv)-1], "/"+c.missing):
+					return nil, errors.New("exit status 1")
+				case argv[0] == "sh":
+					return []byte(c.layout + "\n"), nil
+				case argv[0] == "unshare":
+					return nil, errors.New("exit status 1") // netstack not refused
+				}
+				return nil, nil
+			}}
+			p, err := NewOn(c.kind, c.kind, platform.Env{Image: img}, eng, platform.Options{}, site)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.(*dockerPlatform).checkRuntime(context.Background())
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("checkRuntime: %v, want %q", err, c.want)
+			}
+			if len(asked) == 0 || !strings.HasPrefix(asked[0], "test -e /") {
+				t.Errorf("asked the host %q, want the runtime's binary looked for there first", asked)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -245,6 +246,39 @@ func (d *Docker) Close() error {
 	return errors.Join(errs...)
 }
 
+// Degradations implements platform.Degrader: every sut host's platform's
+// (gVisor's platform and network stack under runsc), once each.
+func (d *Docker) Degradations() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, h := range d.suts {
+		if dg, ok := d.on[h.Name()].(platform.Degrader); ok {
+			for _, s := range dg.Degradations() {
+				if !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Sandbox implements platform.Sandboxed: how runsc sandboxes on the first
+// sut host that says (known once Check has run).
+func (d *Docker) Sandbox() (platform.Sandbox, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.suts {
+		if sb, ok := d.on[h.Name()].(platform.Sandboxed); ok {
+			if s, ok := sb.Sandbox(); ok {
+				return s, true
+			}
+		}
+	}
+	return platform.Sandbox{}, false
+}
+
 // Machine implements deploy.Backend: the CPUs of the host the first role
 // is placed on.
 func (d *Docker) Machine() topology.Machine {
@@ -321,4 +355,6 @@ var (
 	_ platform.JobRunner = (*Docker)(nil)
 	_ platform.Checker   = (*Docker)(nil)
 	_ platform.Closer    = (*Docker)(nil)
+	_ platform.Degrader  = (*Docker)(nil)
+	_ platform.Sandboxed = (*Docker)(nil)
 )
