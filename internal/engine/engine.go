@@ -657,9 +657,20 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 	e.failures[u.String()]++
 	switch {
 	case warm:
-		return fmt.Errorf("trial %s failed in the warm-up round, so the study cannot run as configured: %s", name, t.Error)
+		werr := fmt.Errorf("trial %s failed in the warm-up round, so the study cannot run as configured: %s", name, t.Error)
+		if errors.Is(err, platform.ErrUnavailable) {
+			// The platform refused what the trial asked (a placement it
+			// cannot deploy, say): the same class of error, and exit
+			// code, as a refusal before the first trial.
+			return platform.Unavailablef("%w", werr)
+		}
+		return werr
 	case e.failures[u.String()] >= maxConsecutiveFailures:
-		return fmt.Errorf("%s failed %d times in a row, last: %s", u, maxConsecutiveFailures, t.Error)
+		ferr := fmt.Errorf("%s failed %d times in a row, last: %s", u, maxConsecutiveFailures, t.Error)
+		if errors.Is(err, platform.ErrUnavailable) {
+			return platform.Unavailablef("%w", ferr)
+		}
+		return ferr
 	}
 	e.cfg.Progress.Logf("trial %s failed (recorded, the run goes on): %s", name, t.Error)
 	return nil

@@ -47,6 +47,9 @@ type behaviour struct {
 	fail func(k key) bool
 	// stop makes the trial return an error marked workload.StopUnit.
 	stop func(k key) bool
+	// unavailable makes the trial return a platform's refusal
+	// (platform.ErrUnavailable: a placement it cannot deploy).
+	unavailable func(k key) bool
 	// refuse is the instance's answer to RefusePlatform (its label, the
 	// platform's kind).
 	refuse func(label, base string) error
@@ -147,6 +150,9 @@ func (in *fakeInstance) Run(ctx context.Context, t workload.Trial) (workload.Res
 	}
 	if b.fail != nil && b.fail(k) {
 		return workload.Result{}, fmt.Errorf("fake failure in %s", t.Name)
+	}
+	if b.unavailable != nil && b.unavailable(k) {
+		return workload.Result{}, platform.Unavailablef("fake placement refused in %s: place it elsewhere", t.Name)
 	}
 	if b.stop != nil && b.stop(k) {
 		return workload.Result{}, workload.StopUnit(fmt.Errorf("fake servers did not start in %s\nlast log lines: boom", t.Name))
@@ -589,11 +595,12 @@ func TestRunFailures(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name   string
-		extra  string
-		fail   func(k key) bool
-		omit   func(k key) string
-		wantOK bool
+		name        string
+		extra       string
+		fail        func(k key) bool
+		unavailable func(k key) bool
+		omit        func(k key) string
+		wantOK      bool
 		// wantErr are substrings of the run's error.
 		wantErr []string
 		// wantFailed are the trials stored with an Error, and the substrings
@@ -610,6 +617,13 @@ func TestRunFailures(t *testing.T) {
 			lastRound:  0, total: -1,
 		},
 		{
+			// A platform's refusal (exit 3, as before the first trial).
+			name: "warm-up refusal aborts as unavailable", extra: "warmup: 1\nrounds: 3\n", unavailable: slowA(0),
+			wantErr:    []string{"r00-wa-slow", "warm-up", "fake placement refused", "place it elsewhere"},
+			wantFailed: map[key][]string{{0, "wa", "slow"}: {"fake placement refused in r00-wa-slow"}},
+			lastRound:  0, total: -1,
+		},
+		{
 			name: "single counted failure is recorded", extra: "warmup: 1\nrounds: 3\n", fail: slowA(2), wantOK: true,
 			wantFailed: map[key][]string{{2, "wa", "slow"}: {"fake failure in r02-wa-slow"}},
 			lastRound:  3, total: 16,
@@ -620,6 +634,12 @@ func TestRunFailures(t *testing.T) {
 			wantFailed: map[key][]string{
 				{1, "wa", "slow"}: {"fake failure"}, {2, "wa", "slow"}: {"fake failure"}, {3, "wa", "slow"}: {"fake failure"}},
 			lastRound: 3, total: -1,
+		},
+		{
+			name: "three consecutive refusals abort as unavailable", extra: "warmup: 0\nrounds: 5\nmin_pairs: 2\n", unavailable: slowA(0, 1, 2),
+			wantErr:    []string{"3 times in a row", "fake placement refused"},
+			wantFailed: map[key][]string{{0, "wa", "slow"}: {"fake placement refused"}, {1, "wa", "slow"}: {"fake placement refused"}, {2, "wa", "slow"}: {"fake placement refused"}},
+			lastRound:  2, total: -1,
 		},
 		{
 			name: "non-consecutive failures go on", extra: "warmup: 1\nrounds: 5\n", fail: slowA(1, 2, 4, 5), wantOK: true,
@@ -666,7 +686,7 @@ func TestRunFailures(t *testing.T) {
 			e := newEnv(t,
 				workload.Metric{Name: "ops", Unit: "ops/s", HigherIsBetter: true},
 				workload.Metric{Name: "lat", Unit: "ms"})
-			e.kind.setBehaviour(behaviour{fail: tc.fail, omit: tc.omit})
+			e.kind.setBehaviour(behaviour{fail: tc.fail, unavailable: tc.unavailable, omit: tc.omit})
 			st := e.study(t, studyYAML(tc.extra))
 			out, err := Run(context.Background(), e.config(st, ""))
 			stored := e.run(t, out.Run.ID)
@@ -686,6 +706,9 @@ func TestRunFailures(t *testing.T) {
 				}
 				if errors.Is(err, ErrInterrupted) {
 					t.Errorf("error %v is ErrInterrupted", err)
+				}
+				if errors.Is(err, platform.ErrUnavailable) != (tc.unavailable != nil) {
+					t.Errorf("error %v: matches platform.ErrUnavailable %v, want %v", err, errors.Is(err, platform.ErrUnavailable), tc.unavailable != nil)
 				}
 				for _, s := range tc.wantErr {
 					if !strings.Contains(err.Error(), s) {

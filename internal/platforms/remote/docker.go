@@ -310,7 +310,8 @@ func (d *Docker) Open(ctx context.Context, trial string, plan *topology.Plan) (d
 }
 
 // hostsOf is the sut host of every server of plan beside the driver's, by
-// placement, and refuses what Docker cannot span: a container (a group of
+// placement, and refuses (deploy names the platform) what Docker cannot
+// span: a container (a group of
 // several servers) holds servers of one host only, and a container on
 // docker-bridge reaches no bridge of another host.
 func (d *Docker) hostsOf(plan *topology.Plan) (map[topology.ServerID]DockerHost, error) {
@@ -327,11 +328,11 @@ func (d *Docker) hostsOf(plan *topology.Plan) (map[topology.ServerID]DockerHost,
 			first = h
 		}
 		if g, ok := groupHost[srv.Group]; ok && g.Name() != h.Name() {
-			return nil, platform.Unavailablef("%s: container %s would hold servers placed on sut hosts %s and %s (layout %s puts their roles in one container): place its roles on one host, or use layout container-per-server", d.name, srv.Group, g.Name(), h.Name(), plan.Layout)
+			return nil, platform.Unavailablef("container %s would hold servers placed on sut hosts %s and %s (layout %s puts their roles in one container): place its roles on one host, or use layout container-per-server", srv.Group, g.Name(), h.Name(), plan.Layout)
 		}
 		groupHost[srv.Group] = h
 		if h.Name() != first.Name() && d.kind == platform.DockerBridge {
-			return nil, platform.Unavailablef("%s: the topology's roles are placed on sut hosts %s and %s, and a container on one host's default bridge does not reach another host's bridge (only the driver hosts are given routes): use docker-nat, docker-proxy or docker-host across hosts, or place the roles on one host", d.name, first.Name(), h.Name())
+			return nil, platform.Unavailablef("the topology's roles are placed on sut hosts %s and %s, and a container on one host's default bridge does not reach another host's bridge (only the driver hosts are given routes): use docker-nat, docker-proxy or docker-host across hosts, or place the roles on one host", first.Name(), h.Name())
 		}
 	}
 	return hostOf, nil

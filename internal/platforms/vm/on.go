@@ -81,7 +81,8 @@ func NewOn(kind, name string, env platform.Env, dir state.Dir, opt platform.Opti
 }
 
 // hostFor is the platform of the sut host role is placed on: p's, or a
-// sibling's; a host among none of them is refused.
+// sibling's; a host among none of them is refused (without the platform's
+// name, which the caller's error gives).
 func (p *Platform) hostFor(role string) (*Platform, error) {
 	if p.on == nil || p.placedOn == nil {
 		return p, nil
@@ -95,7 +96,7 @@ func (p *Platform) hostFor(role string) (*Platform, error) {
 			return s, nil
 		}
 	}
-	return nil, platform.Unavailablef("%s: %s is placed on sut host %s, where this platform boots no guest (its hosts: %s): place it on one of those", p.name, role, h, strings.Join(p.hostNames(), ", "))
+	return nil, platform.Unavailablef("%s is placed on sut host %s, where this platform boots no guest (its hosts: %s): place it on one of those", role, h, strings.Join(p.hostNames(), ", "))
 }
 
 // hostNames are the names of the sut hosts p's guests may boot on.

@@ -117,7 +117,7 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 
 // guestHosts is the platform (the sut host's, on sut hosts) each guest of
 // plan boots on: its servers' roles' host; a guest holding roles placed
-// on two hosts is refused.
+// on two hosts is refused (deploy names the platform).
 func (p *Platform) guestHosts(guests [][]topology.Server) ([]*Platform, error) {
 	on := make([]*Platform, len(guests))
 	for i, servers := range guests {
@@ -129,7 +129,7 @@ func (p *Platform) guestHosts(guests [][]topology.Server) ([]*Platform, error) {
 				return nil, err
 			}
 			if j > 0 && hp != on[i] {
-				return nil, platform.Unavailablef("%s: guest %d would hold %s, placed on sut host %s, and %s, placed on %s: place them on one host, or give the roles guests of their own (web20's vm_split, redis-scaleout's guests: per-redis)", p.name, i, by, on[i].on.Name(), sv.ID.Role, hp.on.Name())
+				return nil, platform.Unavailablef("guest %d would hold %s, placed on sut host %s, and %s, placed on %s: place them on one host, or give the roles guests of their own (web20's vm_split, redis-scaleout's guests: per-redis)", i, by, on[i].on.Name(), sv.ID.Role, hp.on.Name())
 			}
 			on[i], by = hp, sv.ID.Role
 		}

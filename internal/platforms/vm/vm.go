@@ -433,7 +433,7 @@ func (p *Platform) Start(ctx context.Context, trial string, spec platform.Spec) 
 		return nil, fmt.Errorf("server %s: host volumes are not supported in a VM", spec.Name)
 	}
 	if hp, err := p.hostFor(spec.Name); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", p.name, err)
 	} else if hp != p {
 		return hp.Start(ctx, trial, spec)
 	}
