@@ -174,6 +174,19 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 			func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
 		return p, client, err
 	}
+	if sp.Base == platform.Podman {
+		if o.NoImage != nil {
+			return nil, client, platform.Unavailablef("%v", o.NoImage)
+		}
+		var suts []remote.DockerHost
+		for _, h := range o.usedSUTs() {
+			suts = append(suts, h)
+		}
+		services := &remote.PodmanServices{Run: env.Run, Local: eng.Get, Log: o.Log}
+		p, err := remote.NewPodman(sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options,
+			services, func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
+		return p, client, err
+	}
 	if sp.Base == platform.VM || sp.Base == platform.VMDocker || sp.Base == platform.VMDockerHost {
 		if o.NoImage != nil {
 			return nil, client, platform.Unavailablef("%v", o.NoImage)

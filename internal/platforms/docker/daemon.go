@@ -111,6 +111,9 @@ func (e *Daemon) ping(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("pinging the Docker daemon: %w", ctx.Err())
 		}
+		if e.remote != "" && e.flavor.Name != "" {
+			return platform.Unavailablef("%s (%s, through the SSH connection of host %s) does not answer: %s", e.flavor.Name, e.cli.DaemonHost(), e.remote, oneLine(err.Error()))
+		}
 		if e.remote != "" {
 			return platform.Unavailablef("the Docker engine of host %s (%s, through its SSH connection) does not answer: %s: start dockerd there, or name its socket with docker_socket: in the hosts file", e.remote, e.cli.DaemonHost(), oneLine(err.Error()))
 		}

@@ -235,12 +235,11 @@ func (p *dockerPlatform) netstackRefused(ctx context.Context) bool {
 // of its unified mount when its layout is hybrid.
 func (p *dockerPlatform) siteCrunLayout(ctx context.Context) error {
 	root := cgroup.Root
-	out, err := p.site.Run(ctx, "reading the cgroup layout", "sh", "-c",
-		`[ -e "$1/cgroup.controllers" ] || cat "$1/unified/cgroup.controllers" 2>/dev/null; true`, "sh", root)
+	out, err := p.site.Run(ctx, "reading the cgroup layout", "sh", "-c", CrunLayoutScript, "sh", root)
 	if err != nil {
 		return err
 	}
-	if err := crunLayout(strings.Fields(string(out))); err != nil {
+	if err := CrunLayoutOf(strings.Fields(string(out))); err != nil {
 		return fmt.Errorf("sut host %s: %w", p.site.Host, err)
 	}
 	return nil
@@ -259,11 +258,18 @@ func CrunCgroupLayout() error {
 	if err != nil {
 		return nil
 	}
-	return crunLayout(strings.Fields(string(b)))
+	return CrunLayoutOf(strings.Fields(string(b)))
 }
 
-// crunLayout refuses a hybrid layout whose unified mount holds ctrls.
-func crunLayout(ctrls []string) error {
+// CrunLayoutScript prints, on a machine whose cgroup layout is hybrid, the
+// controllers of its unified mount (nothing on cgroup v2): run as
+// `sh -c CrunLayoutScript sh ROOT` on a sut host, its words go to
+// CrunLayoutOf.
+const CrunLayoutScript = `[ -e "$1/cgroup.controllers" ] || cat "$1/unified/cgroup.controllers" 2>/dev/null; true`
+
+// CrunLayoutOf refuses a hybrid layout whose unified mount holds ctrls
+// (crun refuses it), naming the fix.
+func CrunLayoutOf(ctrls []string) error {
 	if len(ctrls) == 0 {
 		return nil
 	}

@@ -226,12 +226,18 @@ func (p *dockerPlatform) served(s *server) platform.Server {
 // it. The engine is remote: nothing of it is read from this machine's
 // /proc or cgroups.
 func ConnectVia(ctx context.Context, name, socket string, dial func(ctx context.Context) (net.Conn, error)) (*Daemon, error) {
+	return ConnectViaFlavor(ctx, name, socket, dial, Flavor{})
+}
+
+// ConnectViaFlavor is ConnectVia to an engine of flavor f (a Podman
+// service on the host: package podman's RootfulFlavor).
+func ConnectViaFlavor(ctx context.Context, name, socket string, dial func(ctx context.Context) (net.Conn, error), f Flavor) (*Daemon, error) {
 	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+socket), client.WithAPIVersionNegotiation(),
 		client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the Docker client of host %s: %w", name, err)
 	}
-	e := &Daemon{cli: cli, remote: name}
+	e := &Daemon{cli: cli, remote: name, flavor: f}
 	if err := e.ping(ctx); err != nil {
 		cli.Close()
 		return nil, err

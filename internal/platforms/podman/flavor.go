@@ -58,18 +58,25 @@ var slirpNet = netip.MustParsePrefix("10.0.2.0/24")
 // ask for more without CAP_SYS_RESOURCE.
 const conmonNPROC = 32768
 
-// flavor says where Podman's service differs from dockerd.
-func (s *Service) flavor() docker.Flavor {
-	f := docker.Flavor{
-		Name:       s.describe(),
+// RootfulFlavor says where a rootful Podman service named name (for
+// descriptions: "Podman 4.3.1") differs from dockerd, with the network
+// backend it reports ("netavark", "cni" or "").
+func RootfulFlavor(name, backend string) docker.Flavor {
+	return docker.Flavor{
+		Name:       name,
 		Network:    rootfulNetwork,
-		Bridge:     rootfulBridge(s.backend),
-		PublishVia: publishVia(s.backend),
+		Bridge:     rootfulBridge(backend),
+		PublishVia: publishVia(backend),
 		Ulimits:    ulimits(),
 		CgroupDirs: func(id string) []string {
 			return []string{"libpod_parent/libpod-" + id, "machine.slice/libpod-" + id + ".scope"}
 		},
 	}
+}
+
+// flavor says where Podman's service differs from dockerd.
+func (s *Service) flavor() docker.Flavor {
+	f := RootfulFlavor(s.describe(), s.backend)
 	if s.rootless {
 		f.NetworkMode = rootlessMode
 		f.PublishVia = "rootlessport, Podman's rootlesskit port handler, into the container's slirp4netns namespace"

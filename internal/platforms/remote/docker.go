@@ -104,8 +104,11 @@ type Docker struct {
 	suts       []DockerHost
 	env        platform.Env
 	opt        platform.Options
-	engines    *Engines
+	source     EngineSource
 	clientFor  func(h DockerHost) host.Host
+	// own is what the platform started and stops on Close (Podman's
+	// services); nil for the hosts' dockerds.
+	own io.Closer
 
 	mu sync.Mutex
 	on map[string]platform.Platform // by host name
@@ -122,7 +125,7 @@ func NewDocker(kind, name string, place func(role string) DockerHost, suts []Doc
 			return nil, err
 		}
 	}
-	return &Docker{kind: kind, name: name, place: place, suts: suts, env: env, opt: opt, engines: engines, clientFor: clientFor, on: map[string]platform.Platform{}}, nil
+	return &Docker{kind: kind, name: name, place: place, suts: suts, env: env, opt: opt, source: engines, clientFor: clientFor, on: map[string]platform.Platform{}}, nil
 }
 
 // Name implements platform.Platform.
@@ -135,12 +138,12 @@ func (d *Docker) platformOn(ctx context.Context, h DockerHost) (platform.Platfor
 	if p := d.on[h.Name()]; p != nil {
 		return p, nil
 	}
-	eng, err := d.engines.For(ctx, h, d.env.Image)
+	eng, ref, err := d.source.Engine(ctx, h, d.env.Image)
 	if err != nil {
 		return nil, err
 	}
 	env := d.env
-	env.Client = d.clientFor(h)
+	env.Client, env.Image = d.clientFor(h), ref
 	site := d.site(h)
 	if info, err := eng.Info(ctx); err == nil {
 		site.Engine = "dockerd " + info.Version
@@ -242,6 +245,11 @@ func (d *Docker) Close() error {
 		if c, ok := p.(platform.Closer); ok {
 			errs = append(errs, c.Close())
 		}
+	}
+	if d.own != nil {
+		// The hosts' engines go with it: a later use starts them again.
+		errs = append(errs, d.own.Close())
+		d.on = map[string]platform.Platform{}
 	}
 	return errors.Join(errs...)
 }

@@ -6,9 +6,10 @@
 //
 // Docker's paths offered there (docker.RemoteKinds) run there too (Docker,
 // driving the host's dockerd through the SSH connection; the driver hosts
-// routed to its bridge for docker-bridge: RouteDrivers); the VM kinds are
-// package vm's (vm.NewOn). Kubernetes and the other kinds on a remote sut
-// are not built yet: Refusal says so for each.
+// routed to its bridge for docker-bridge: RouteDrivers), and rootful Podman
+// (the same, over a Podman service started there: NewPodman); the VM kinds
+// are package vm's (vm.NewOn). Kubernetes and the other kinds on a remote
+// sut are not built yet: Refusal says so for each.
 package remote
 
 import (
@@ -49,12 +50,13 @@ type Agent interface {
 
 // Refusal is why platform kind base cannot run on a remote sut host yet,
 // or nil for native, Docker's kinds (NewDocker says which of those a
-// remote engine offers) and the vm kinds (package vm's NewOn says which).
+// remote engine offers), rootful Podman (NewPodman) and the vm kinds
+// (package vm's NewOn says which).
 func Refusal(base, host string) error {
-	if base == platform.Native || IsDocker(base) || base == platform.VM || base == platform.VMDocker || base == platform.VMDockerHost {
+	if base == platform.Native || IsDocker(base) || base == platform.Podman || base == platform.VM || base == platform.VMDocker || base == platform.VMDockerHost {
 		return nil
 	}
-	return platform.Unavailablef("not built for remote hosts yet: native, docker-nat, docker-proxy, docker-bridge, docker-host and the vm kinds run on sut host %s, %s does not; run it without --hosts", host, base)
+	return platform.Unavailablef("not built for remote hosts yet: native, Docker's kinds, podman (rootful) and the vm kinds run on sut host %s, %s does not; run it without --hosts", host, base)
 }
 
 // IsDocker reports whether base is one of Docker's kinds (the network

@@ -163,14 +163,17 @@ func TestRefusal(t *testing.T) {
 	if err := remote.Refusal(platform.Native, "sut1"); err != nil {
 		t.Fatal(err)
 	}
-	for _, base := range []string{platform.DockerNAT, platform.DockerHost, platform.DockerProxy} {
+	for _, base := range []string{platform.DockerNAT, platform.DockerHost, platform.DockerProxy, platform.DockerCrunHost} {
 		// Built by NewDocker, which refuses the paths other machines
 		// cannot reach (package docker's tests).
 		if err := remote.Refusal(base, "sut1"); err != nil || !remote.IsDocker(base) {
 			t.Errorf("%s on a remote host: %v", base, err)
 		}
 	}
-	for _, base := range []string{platform.K8sPod, platform.Podman, platform.LXC} {
+	if err := remote.Refusal(platform.Podman, "sut1"); err != nil {
+		t.Errorf("rootful podman on a remote host: %v", err)
+	}
+	for _, base := range []string{platform.K8sPod, platform.PodmanRootless, platform.LXC} {
 		err := remote.Refusal(base, "sut1")
 		if !errors.Is(err, platform.ErrUnavailable) || !strings.Contains(err.Error(), "not built for remote hosts yet") {
 			t.Errorf("%s on a remote host: %v", base, err)
