@@ -101,11 +101,11 @@ func TestCheckDockerHost(t *testing.T) {
 }
 
 // TestDockerGetAtOnce: guests preparing on several sut hosts ask for the
-// engine at once; every caller gets the one outcome (here the refusal of
-// a remote DOCKER_HOST), never a nil engine without an error (a caller
-// that came while the first was connecting did).
+// engine at once; every caller gets the one outcome (here: no daemon on
+// the socket DOCKER_HOST names), never a nil engine without an error (a
+// caller that came while the first was connecting did).
 func TestDockerGetAtOnce(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
+	t.Setenv("DOCKER_HOST", "unix://"+t.TempDir()+"/docker.sock")
 	var e Docker
 	var wg sync.WaitGroup
 	errs := make([]error, 16)

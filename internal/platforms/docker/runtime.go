@@ -133,8 +133,9 @@ func (g Gvisor) Note() string {
 }
 
 // gvisorOf reads how the registered runsc sandboxes containers, asking the
-// binary for its version.
-func gvisorOf(ctx context.Context, r Runtime) Gvisor {
+// binary for its version (on the engine's machine: a sut host's through
+// its agent).
+func (p *dockerPlatform) gvisorOf(ctx context.Context, r Runtime) Gvisor {
 	g := ParseRunscArgs(r.Args)
 	path := r.Path
 	if path == "" {
@@ -142,10 +143,26 @@ func gvisorOf(ctx context.Context, r Runtime) Gvisor {
 	}
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(vctx, path, "--version").Output(); err == nil {
+	var out []byte
+	var err error
+	if p.site != nil {
+		out, err = p.site.Run(vctx, "asking runsc its version", path, "--version")
+	} else {
+		out, err = exec.CommandContext(vctx, path, "--version").Output()
+	}
+	if err == nil {
 		g.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
 	}
 	return g
+}
+
+// PathOf is the network path of Docker platform kind (docker-runsc-bridge:
+// docker-bridge), or kind itself when it is none of the package's.
+func PathOf(kind string) string {
+	if v, ok := variants[kind]; ok {
+		return v.path
+	}
+	return kind
 }
 
 // checkRuntime says whether the platform's OCI runtime can run containers
@@ -170,21 +187,31 @@ func (p *dockerPlatform) checkRuntime(ctx context.Context) error {
 			"or register it yourself as docs/runtimes.md shows", p.name, p.runtime, strings.Join(names, ", "), p.runtime)
 	}
 	if r.Path != "" && strings.HasPrefix(r.Path, "/") {
-		if !p.engineHas(ctx, r.Path) {
+		has, err := p.engineHas(ctx, r.Path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		if !has {
 			return platform.Unavailablef("%s: dockerd's runtime %s is %s, which is not %s: install it (apt-get install %s) or run `make setup`",
 				p.name, p.runtime, r.Path, p.engineMachine(), map[string]string{RuntimeRunsc: "runsc", RuntimeCrun: "crun"}[p.runtime])
 		}
 	}
 	switch p.runtime {
 	case RuntimeRunsc:
-		g := gvisorOf(ctx, r)
+		g := p.gvisorOf(ctx, r)
 		if g.Network == "sandbox" && p.netstackRefused(ctx) {
 			return platform.Unavailablef("%s: runsc is registered with gVisor's own network stack (netstack), which this runsc refuses on this kernel "+
 				"(it takes every network namespace for the host's, since /proc/sys/net/core/rmem_default exists in each): "+
 				"register runsc with --network=host (make setup does), or install a newer runsc", p.name)
 		}
-		if g.Platform == "kvm" && !p.engineHas(ctx, "/dev/kvm") {
-			return platform.Unavailablef("%s: runsc is registered with gVisor's kvm platform and %s has no /dev/kvm: register it with --platform=ptrace", p.name, p.engineMachine())
+		if g.Platform == "kvm" {
+			has, err := p.engineHas(ctx, "/dev/kvm")
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+			if !has {
+				return platform.Unavailablef("%s: runsc is registered with gVisor's kvm platform and %s has no /dev/kvm: register it with --platform=ptrace", p.name, p.engineMachine())
+			}
 		}
 		p.mu.Lock()
 		p.gvisor = &g
@@ -210,14 +237,17 @@ func (p *dockerPlatform) engineMachine() string {
 }
 
 // engineHas reports whether path exists on the engine's machine (a sut
-// host's, asked through its agent).
-func (p *dockerPlatform) engineHas(ctx context.Context, path string) bool {
+// host's, asked through its agent: an error when it could not say).
+func (p *dockerPlatform) engineHas(ctx context.Context, path string) (bool, error) {
 	if p.site != nil {
-		_, err := p.site.Run(ctx, "looking for "+path, "test", "-e", path)
-		return err == nil
+		out, err := p.site.Run(ctx, "looking for "+path, "sh", "-c", `if [ -e "$1" ]; then echo yes; else echo no; fi`, "sh", path)
+		if err != nil {
+			return false, fmt.Errorf("sut host %s: %w", p.site.Host, err)
+		}
+		return strings.TrimSpace(string(out)) == "yes", nil
 	}
 	_, err := os.Stat(path)
-	return err == nil
+	return err == nil, nil
 }
 
 // netstackRefused is NetstackRefused on the engine's machine: on a sut

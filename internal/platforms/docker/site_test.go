@@ -285,6 +285,7 @@ func TestSiteRuntimeChecks(t *testing.T) {
 		{platform.DockerCrunBridge, RuntimeCrun, "", "hugetlb", "sut host sut9: crun refuses a hybrid cgroup layout"},
 		{platform.DockerRunscNAT, RuntimeRunsc, "", "", ""},
 		{platform.DockerRunscNAT, RuntimeRunsc, "runsc", "", "is not on sut host sut9"},
+		{platform.DockerCrunHost, RuntimeCrun, "broken", "", "sut host sut9: the agent is gone"},
 	} {
 		t.Run(c.kind+" "+c.missing+c.layout, func(t *testing.T) {
 			if _, ok := rts[c.runtime]; !ok {
@@ -294,8 +295,13 @@ func TestSiteRuntimeChecks(t *testing.T) {
 			site := Site{Host: "sut9", Run: func(_ context.Context, _ string, argv ...string) ([]byte, error) {
 				asked = append(asked, strings.Join(argv, " "))
 				switch {
-				case argv[0] == "test" && c.missing != "" && strings.HasSuffix(argv[len(argv)-1], "/"+c.missing):
-					return nil, errors.New("exit status 1")
+				case c.missing == "broken":
+					return nil, errors.New("the agent is gone")
+				case argv[0] == "sh" && strings.Contains(argv[2], "echo yes"):
+					if c.missing != "" && strings.HasSuffix(argv[len(argv)-1], "/"+c.missing) {
+						return []byte("no\n"), nil
+					}
+					return []byte("yes\n"), nil
 				case argv[0] == "sh":
 					return []byte(c.layout + "\n"), nil
 				case argv[0] == "unshare":
@@ -311,7 +317,7 @@ func TestSiteRuntimeChecks(t *testing.T) {
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("checkRuntime: %v, want %q", err, c.want)
 			}
-			if len(asked) == 0 || !strings.HasPrefix(asked[0], "test -e /") {
+			if len(asked) == 0 || !strings.Contains(asked[0], "echo yes") || !strings.HasSuffix(asked[0], "/"+c.runtime) {
 				t.Errorf("asked the host %q, want the runtime's binary looked for there first", asked)
 			}
 		})

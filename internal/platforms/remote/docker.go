@@ -339,7 +339,7 @@ func (d *Docker) hostsOf(plan *topology.Plan) (map[topology.ServerID]DockerHost,
 			return nil, platform.Unavailablef("container %s would hold servers placed on sut hosts %s and %s (layout %s puts their roles in one container): place its roles on one host, or use layout container-per-server", srv.Group, g.Name(), h.Name(), plan.Layout)
 		}
 		groupHost[srv.Group] = h
-		if h.Name() != first.Name() && d.kind == platform.DockerBridge {
+		if h.Name() != first.Name() && docker.PathOf(d.kind) == platform.DockerBridge {
 			return nil, platform.Unavailablef("the topology's roles are placed on sut hosts %s and %s, and a container on one host's default bridge does not reach another host's bridge (only the driver hosts are given routes): use docker-nat, docker-proxy or docker-host across hosts, or place the roles on one host", first.Name(), h.Name())
 		}
 	}

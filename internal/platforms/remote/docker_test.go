@@ -41,6 +41,7 @@ func TestDockerTopologyRefusals(t *testing.T) {
 		want       string
 	}{
 		{"bridge over two hosts", platform.DockerBridge, perServer, "placed on sut hosts sut1 and sut2, and a container on one host's default bridge"},
+		{"crun's bridge over two hosts", platform.DockerCrunBridge, perServer, "placed on sut hosts sut1 and sut2, and a container on one host's default bridge"},
 		{"one container over two hosts", platform.DockerNAT, perInstance, "container i0 would hold servers placed on sut hosts sut1 and sut2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

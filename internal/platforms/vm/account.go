@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nearnative/nearnative/internal/sysinfo"
@@ -49,13 +50,31 @@ func (s *dockerServer) CPUTime(ctx context.Context) (time.Duration, error) { ret
 func (s *dockerServer) CPUSource() string { return wholeGuestCPU }
 
 // Degradations implements platform.Degrader: emulation without KVM and the
-// user-mode network fallback, once the platform has prepared.
+// user-mode network fallback, once the platform has prepared; with guests
+// on several sut hosts, each host's that booted one.
 func (p *Platform) Degradations() []string {
+	out := p.degradations(len(p.siblings) > 0)
+	for _, s := range p.siblings {
+		for _, d := range s.degradations(true) {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// degradations are p's own; named says which sut host's.
+func (p *Platform) degradations(named bool) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
 	if p.ready && p.probe.Emulated() {
-		out = append(out, EmulatedNote+": KVM unavailable ("+p.probe.KVMReason+"), QEMU emulates the CPU")
+		d := EmulatedNote + ": KVM unavailable (" + p.probe.KVMReason + "), QEMU emulates the CPU"
+		if named && p.on != nil {
+			d += " on sut host " + p.on.Name()
+		}
+		out = append(out, d)
 	}
 	if p.userNet != "" {
 		out = append(out, "QEMU user-mode network (slirp) instead of a bridge: "+p.userNet)

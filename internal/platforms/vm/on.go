@@ -306,9 +306,11 @@ func (g *guest) startOn(ctx context.Context) error {
 		return fmt.Errorf("creating the guest overlay: %w", err)
 	}
 	drive := "file=" + overlay + ",if=virtio,format=qcow2,cache=writeback"
-	ap, err := p.hostPorts(ctx, "127.0.0.1", 1)
-	if err != nil {
-		return err
+	ap := []int{cfg.AgentPort}
+	if ap[0] == 0 {
+		if ap, err = p.hostPorts(ctx, "127.0.0.1", 1); err != nil {
+			return err
+		}
 	}
 	token := randomToken()
 	g.ip, g.reach = "10.0.2.15", cfg.ForwardOn

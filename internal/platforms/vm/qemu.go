@@ -67,6 +67,9 @@ type guestConfig struct {
 	// topology at their hosts' forwards. Without it the guest only
 	// answers forwarded connections.
 	Peers bool
+	// AgentPort is the sut host's 127.0.0.1 port the guest's agent is
+	// forwarded on (0: one free there, chosen at boot).
+	AgentPort int
 }
 
 // guest is one running QEMU guest.

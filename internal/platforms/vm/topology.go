@@ -49,6 +49,7 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 		return nil, err
 	}
 	var ports map[topology.ServerID]map[string]int
+	var agents []int // each guest's agent port on its sut host (0: here)
 	if p.on != nil {
 		// The hosts' platforms prepare one at a time, before the guests
 		// boot at once: they build and stage the same files.
@@ -62,7 +63,7 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 				}
 			}
 		}
-		if ports, err = hostForwards(ctx, guests, on); err != nil {
+		if ports, agents, err = hostForwards(ctx, guests, on); err != nil {
 			return nil, err
 		}
 	} else if ports, err = deploy.Ports(plan, p.env.ClientHost().ServerAddr()); err != nil {
@@ -91,7 +92,11 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 			if i < len(plan.GuestVCPUs) && plan.GuestVCPUs[i] > 0 {
 				vcpus = plan.GuestVCPUs[i]
 			}
-			g, err := on[i].bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus, len(guests) > 1)
+			o := onHost{Peers: len(guests) > 1}
+			if agents != nil {
+				o.AgentPort = agents[i]
+			}
+			g, err := on[i].bootSized(ctx, fmt.Sprintf("%s-vm%d", trial, i), fwd, vcpus, o)
 			if err != nil {
 				errs[i] = fmt.Errorf("booting guest %d: %w", i, err)
 				return
@@ -138,24 +143,37 @@ func (p *Platform) guestHosts(guests [][]topology.Server) ([]*Platform, error) {
 }
 
 // hostForwards are the ports of guests' servers, forwarded on the address
-// of the sut host each guest boots on (on): free in that host's kernel.
-func hostForwards(ctx context.Context, guests [][]topology.Server, on []*Platform) (map[topology.ServerID]map[string]int, error) {
-	count := map[*Platform]int{}
+// of the sut host each guest boots on (on), and each guest's agent port on
+// that host's 127.0.0.1: free in that host's kernel, chosen in one call per
+// host and address, so that guests booting at once on a host do not get
+// the same port.
+func hostForwards(ctx context.Context, guests [][]topology.Server, on []*Platform) (map[topology.ServerID]map[string]int, []int, error) {
+	count, nguests := map[*Platform]int{}, map[*Platform]int{}
 	for i, servers := range guests {
+		nguests[on[i]]++
 		for _, sv := range servers {
 			count[on[i]] += len(sv.Ports)
 		}
 	}
-	free := map[*Platform][]int{}
-	for hp, n := range count {
-		ports, err := hp.hostPorts(ctx, hp.on.Addr().String(), n)
-		if err != nil {
-			return nil, err
+	free, agentFree := map[*Platform][]int{}, map[*Platform][]int{}
+	for hp, n := range nguests {
+		if count[hp] > 0 {
+			ports, err := hp.hostPorts(ctx, hp.on.Addr().String(), count[hp])
+			if err != nil {
+				return nil, nil, err
+			}
+			free[hp] = ports
 		}
-		free[hp] = ports
+		ports, err := hp.hostPorts(ctx, "127.0.0.1", n)
+		if err != nil {
+			return nil, nil, err
+		}
+		agentFree[hp] = ports
 	}
 	out := map[topology.ServerID]map[string]int{}
+	agents := make([]int, len(guests))
 	for i, servers := range guests {
+		agents[i], agentFree[on[i]] = agentFree[on[i]][0], agentFree[on[i]][1:]
 		for _, sv := range servers {
 			m := map[string]int{}
 			for _, pn := range sv.Ports {
@@ -164,7 +182,7 @@ func hostForwards(ctx context.Context, guests [][]topology.Server, on []*Platfor
 			out[sv.ID] = m
 		}
 	}
-	return out, nil
+	return out, agents, nil
 }
 
 // joinable refuses n guests on QEMU's user-mode network here, which does
@@ -304,7 +322,7 @@ func (s *vmSite) openSupervisor(ctx context.Context, g *vmGroup, members []deplo
 	if err != nil {
 		return err
 	}
-	args = append(append(args, memberArgs...), s.p.env.Image)
+	args = append(append(args, memberArgs...), vg.image(s.p))
 	if _, err := vg.d.docker(ctx, args...); err != nil {
 		return err
 	}
@@ -532,7 +550,7 @@ func (s *vmSite) startContainer(ctx context.Context, g *vmGroup, m deploy.Member
 		args = append(args, "--user", spec.User)
 	}
 	argv := spec.Command(l)
-	args = append(append(args, s.p.env.Image), argv...)
+	args = append(append(args, g.guest.image(s.p)), argv...)
 	if _, err := vg.d.docker(ctx, args...); err != nil {
 		return nil, err
 	}
@@ -616,9 +634,21 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 	return deploy.JoinPort(g.ip, p), nil
 }
 
+// image is the workload image in vg's engine: as the platform of the sut
+// host vg booted on resolved it (a run naming none resolves it when the
+// platform prepares, and p, the primary, may have booted no guest), else
+// p's.
+func (vg *vmGuest) image(p *Platform) string {
+	if r := vg.g.cfg.remote; r != nil {
+		return r.env.Image
+	}
+	return p.env.Image
+}
+
 // forwardAddr is where another guest reaches vg's forwards: its host's
 // address, or QEMU's gateway (the host's loopback) when the forwards are
-// on loopback.
+// on loopback, which only a guest of the same host reaches so (as in the
+// tests: two "hosts" that are this machine).
 func (vg *vmGuest) forwardAddr() string {
 	if a, err := netip.ParseAddr(vg.g.reach); err == nil && a.IsLoopback() {
 		return "10.0.2.2"
@@ -642,7 +672,7 @@ func (s *vmSite) Places() []deploy.Place {
 	for _, name := range s.order {
 		g := s.groups[name]
 		out = append(out, deploy.Place{Name: g.cname, Kind: "container in guest " + strconv.Itoa(g.guest.index), Address: g.ip,
-			Servers: g.started, Detail: "image " + s.p.env.Image})
+			Servers: g.started, Detail: "image " + g.guest.image(s.p)})
 	}
 	return out
 }

@@ -315,15 +315,26 @@ func (p *Platform) Close() error {
 	return errors.Join(errs...)
 }
 
+// onHost is what a guest of a topology on a sut host is given besides
+// its forwards.
+type onHost struct {
+	// Peers lets the guest open connections (guestConfig.Peers).
+	Peers bool
+	// AgentPort is the port of the host's 127.0.0.1 the guest's agent is
+	// forwarded on, chosen with the other guests' of the host (0: chosen
+	// at boot).
+	AgentPort int
+}
+
 // boot prepares the platform and boots one guest.
 func (p *Platform) boot(ctx context.Context, name string, forward []int) (*guest, error) {
-	return p.bootSized(ctx, name, forward, p.vcpus, false)
+	return p.bootSized(ctx, name, forward, p.vcpus, onHost{})
 }
 
 // bootSized boots a guest with vcpus vCPUs instead of the platform's (a
-// topology role's guest of its own); its memory is the platform's. peers:
-// on a sut host, the guest may open connections (to other guests' forwards).
-func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vcpus int, peers bool) (*guest, error) {
+// topology role's guest of its own); its memory is the platform's. o says
+// more of a guest on a sut host.
+func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vcpus int, o onHost) (*guest, error) {
 	p.mu.Lock()
 	if err := p.prepare(ctx); err != nil {
 		p.mu.Unlock()
@@ -347,7 +358,7 @@ func (p *Platform) bootSized(ctx context.Context, name string, forward []int, vc
 	}
 	if p.on != nil {
 		cfg.Kernel, cfg.Initrd, cfg.Disk = p.staged[p.kernel.Image], p.staged[p.initrd], p.stagedDisk
-		cfg.ForwardOn, cfg.remote, cfg.Peers = p.on.Addr().String(), p, peers
+		cfg.ForwardOn, cfg.remote, cfg.Peers, cfg.AgentPort = p.on.Addr().String(), p, o.Peers, o.AgentPort
 		// QEMU's user-mode network hands the guest a forwarded
 		// connection from the driver host's own address (only loopback
 		// sources become 10.0.2.2): the guest answers through the
