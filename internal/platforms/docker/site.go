@@ -248,6 +248,15 @@ func ConnectViaFlavor(ctx context.Context, name, socket string, dial func(ctx co
 // Remote reports whether the engine runs on another machine (ConnectVia).
 func (e *Daemon) Remote() bool { return e.remote != "" }
 
+// Kind names the engine's software for the record: its flavor's name
+// ("Podman 4.3.1"), else "dockerd".
+func (e *Daemon) Kind() string {
+	if e.flavor.Name != "" {
+		return e.flavor.Name
+	}
+	return "dockerd"
+}
+
 // CopyImage makes the engine to hold image ref as e holds it: when to
 // lacks it, or holds another image under that name, e saves it and to
 // loads the stream (over the host's SSH connection for a remote engine).

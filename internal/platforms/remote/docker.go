@@ -146,7 +146,9 @@ func (d *Docker) platformOn(ctx context.Context, h DockerHost) (platform.Platfor
 	env.Client, env.Image = d.clientFor(h), ref
 	site := d.site(h)
 	if info, err := eng.Info(ctx); err == nil {
-		site.Engine = "dockerd " + info.Version
+		if eng.Kind() == "dockerd" { // another engine's description names it
+			site.Engine = "dockerd " + info.Version
+		}
 	}
 	p, err := docker.NewOn(d.kind, d.name, env, eng, d.opt, site)
 	if err != nil {
