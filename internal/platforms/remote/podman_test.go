@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nearnative/nearnative/internal/host"
-	"github.com/nearnative/nearnative/internal/hostfile"
 	"github.com/nearnative/nearnative/internal/platform"
 	"github.com/nearnative/nearnative/internal/platforms/docker"
 	"github.com/nearnative/nearnative/internal/platforms/remote"
 	"github.com/nearnative/nearnative/internal/redisproto"
 	"github.com/nearnative/nearnative/internal/runid"
-	"github.com/nearnative/nearnative/internal/sshhost"
 	"github.com/nearnative/nearnative/internal/testbed"
 	"github.com/nearnative/nearnative/internal/testenv"
 	"github.com/nearnative/nearnative/internal/vmagent"
@@ -42,21 +39,7 @@ func TestPodmanOnSUTHost(t *testing.T) {
 	}
 	local, ref := testenv.WorkloadImage(t)
 	ctx := context.Background()
-	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("p%02d", rand.IntN(100)), Hosts: 2, Docker: false}
-	file, err := testbed.Up(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testbed.Down(context.Background(), cfg) })
-	f, err := hostfile.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := sshhost.ConnectAll(ctx, f, sshhost.Options{RemoteBinary: filepath.Join(t.TempDir(), "nearnative")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
+	set := connectTestBed(t, testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("p%02d", rand.IntN(100)), Hosts: 2})
 	sut := set.SUT("redis")
 	run := runid.New()
 	env := platform.Env{Run: run, LogDir: t.TempDir(), Image: ref, Client: set.Client(sut)}

@@ -55,18 +55,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestNativeOnSUTHost: a server on the sut host listens on that host's
-// address alone (never a wildcard), is reached from the driver host,
-// reports its CPU, and Stop removes its process and directory.
-func TestNativeOnSUTHost(t *testing.T) {
-	if err := testbed.Check(); err != nil {
-		t.Skip(err)
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed")
-	}
+// connectTestBed builds test bed cfg (taken down when the test ends) and
+// connects to its hosts (closed when the test ends).
+func connectTestBed(t *testing.T, cfg testbed.Config) *sshhost.Set {
+	t.Helper()
 	ctx := context.Background()
-	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("r%02d", rand.IntN(100)), Hosts: 2}
 	file, err := testbed.Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +73,23 @@ func TestNativeOnSUTHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
+	t.Cleanup(func() { set.Close() })
+	return set
+}
+
+// TestNativeOnSUTHost: a server on the sut host listens on that host's
+// address alone (never a wildcard), is reached from the driver host,
+// reports its CPU, and Stop removes its process and directory.
+func TestNativeOnSUTHost(t *testing.T) {
+	if err := testbed.Check(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed")
+	}
+	ctx := context.Background()
+	cfg := testbed.Config{Dir: t.TempDir(), Tag: fmt.Sprintf("r%02d", rand.IntN(100)), Hosts: 2}
+	set := connectTestBed(t, cfg)
 	sut := set.SUT("redis")
 	env := platform.Env{Run: runid.New(), LogDir: t.TempDir(), Client: set.Client(sut)}
 	p, err := remote.New("native", func(string) remote.Agent { return sut }, []remote.Agent{sut}, env, platform.Options{})
