@@ -261,15 +261,11 @@ func (p *dockerPlatform) netstackRefused(ctx context.Context) bool {
 	return NetstackRefused()
 }
 
-// siteCrunLayout is CrunCgroupLayout on the site's host: the controllers
-// of its unified mount when its layout is hybrid.
+// siteCrunLayout is CrunCgroupLayout on the site's host.
 func (p *dockerPlatform) siteCrunLayout(ctx context.Context) error {
-	root := cgroup.Root
-	out, err := p.site.Run(ctx, "reading the cgroup layout", "sh", "-c", CrunLayoutScript, "sh", root)
-	if err != nil {
-		return err
-	}
-	if err := CrunLayoutOf(strings.Fields(string(out))); err != nil {
+	if err := CrunCgroupLayoutVia(ctx, func(ctx context.Context, argv ...string) ([]byte, error) {
+		return p.site.Run(ctx, "reading the cgroup layout", argv...)
+	}); err != nil {
 		return fmt.Errorf("sut host %s: %w", p.site.Host, err)
 	}
 	return nil
@@ -291,11 +287,16 @@ func CrunCgroupLayout() error {
 	return CrunLayoutOf(strings.Fields(string(b)))
 }
 
-// CrunLayoutScript prints, on a machine whose cgroup layout is hybrid, the
-// controllers of its unified mount (nothing on cgroup v2): run as
-// `sh -c CrunLayoutScript sh ROOT` on a sut host, its words go to
-// CrunLayoutOf.
-const CrunLayoutScript = `[ -e "$1/cgroup.controllers" ] || cat "$1/unified/cgroup.controllers" 2>/dev/null; true`
+// CrunCgroupLayoutVia is CrunCgroupLayout on another machine, whose
+// commands run runs (a sut host's agent): the controllers of its unified
+// mount when its layout is hybrid.
+func CrunCgroupLayoutVia(ctx context.Context, run func(ctx context.Context, argv ...string) ([]byte, error)) error {
+	out, err := run(ctx, "sh", "-c", `[ -e "$1/cgroup.controllers" ] || cat "$1/unified/cgroup.controllers" 2>/dev/null; true`, "sh", cgroup.Root)
+	if err != nil {
+		return err
+	}
+	return CrunLayoutOf(strings.Fields(string(out)))
+}
 
 // CrunLayoutOf refuses a hybrid layout whose unified mount holds ctrls
 // (crun refuses it), naming the fix.

@@ -115,15 +115,13 @@ func (s *PodmanServices) start(ctx context.Context, h DockerHost) (_ *podmanServ
 	if _, err := s.hostOutput(ctx, h, "sh", "-c", "command -v podman"); err != nil {
 		return nil, platform.Unavailablef("podman is not installed on sut host %s: apt-get install podman there (make setup does)", h.Name())
 	}
-	out, err := s.hostOutput(ctx, h, "sh", "-c", docker.CrunLayoutScript, "sh", "/sys/fs/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	if err := docker.CrunLayoutOf(strings.Fields(string(out))); err != nil {
+	if err := docker.CrunCgroupLayoutVia(ctx, func(ctx context.Context, argv ...string) ([]byte, error) {
+		return s.hostOutput(ctx, h, argv...)
+	}); err != nil {
 		return nil, fmt.Errorf("sut host %s: Podman runs its containers with crun: %w", h.Name(), err)
 	}
 	// A fresh 0700 directory (mktemp), named as a local run's temp dir.
-	out, err = s.hostOutput(ctx, h, "mktemp", "-d", "/tmp/"+runid.Prefix+string(s.Run)+"-podman-XXXXXX")
+	out, err := s.hostOutput(ctx, h, "mktemp", "-d", "/tmp/"+runid.Prefix+string(s.Run)+"-podman-XXXXXX")
 	if err != nil {
 		return nil, fmt.Errorf("the Podman service's directory: %w", err)
 	}
