@@ -166,11 +166,7 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		if o.engines == nil {
 			o.engines = &remote.Engines{Local: eng.Get, Log: o.Log}
 		}
-		var suts []remote.DockerHost
-		for _, h := range o.usedSUTs() {
-			suts = append(suts, h)
-		}
-		p, err := remote.NewDocker(sp.Base, sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options, o.engines,
+		p, err := remote.NewDocker(sp.Base, sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, usedAs[remote.DockerHost](o), env, sp.Options, o.engines,
 			func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
 		return p, client, err
 	}
@@ -178,12 +174,8 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		if o.NoImage != nil {
 			return nil, client, platform.Unavailablef("%v", o.NoImage)
 		}
-		var suts []remote.DockerHost
-		for _, h := range o.usedSUTs() {
-			suts = append(suts, h)
-		}
 		services := &remote.PodmanServices{Run: env.Run, Local: eng.Get, Log: o.Log}
-		p, err := remote.NewPodman(sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, suts, env, sp.Options,
+		p, err := remote.NewPodman(sp.Name, func(role string) remote.DockerHost { return o.Hosts.SUT(role) }, usedAs[remote.DockerHost](o), env, sp.Options,
 			services, func(h remote.DockerHost) host.Host { return o.Hosts.Client(o.Hosts.Conn(h.Name())) })
 		return p, client, err
 	}
@@ -193,7 +185,7 @@ func (o *Opener) openRemote(sp study.Platform, env platform.Env, eng *Docker) (p
 		}
 		// A role's guests boot on the sut host it is placed on (the first
 		// without place:); their disk is built here from the local image.
-		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, o.guestHosts(), func(role string) string { return o.Hosts.SUT(role).Name() })
+		p, err := vm.NewOn(sp.Base, sp.Name, env, o.Dir, sp.Options, eng.API, usedAs[vm.Host](o), func(role string) string { return o.Hosts.SUT(role).Name() })
 		return p, client, err
 	}
 	var suts []remote.Agent
@@ -226,14 +218,20 @@ func (o *Opener) usedSUTs() []*sshhost.Conn {
 	return out
 }
 
-// guestHosts are usedSUTs, where the vm kinds boot guests.
-func (o *Opener) guestHosts() []vm.Host {
-	var out []vm.Host
+// usedAs is o.usedSUTs as the interface H a platform takes them as
+// (remote.DockerHost, vm.Host: a connection is both, checked below).
+func usedAs[H any](o *Opener) []H {
+	var out []H
 	for _, h := range o.usedSUTs() {
-		out = append(out, h)
+		out = append(out, any(h).(H))
 	}
 	return out
 }
+
+var (
+	_ remote.DockerHost = (*sshhost.Conn)(nil)
+	_ vm.Host           = (*sshhost.Conn)(nil)
+)
 
 // ClientNeed says which client host a platform of kind base needs:
 // docker-proxy measures the userland proxy on 127.0.0.1 and keeps its

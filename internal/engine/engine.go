@@ -655,22 +655,20 @@ func (e *runner) trial(ctx context.Context, round, index int, u study.Unit) erro
 		return nil
 	}
 	e.failures[u.String()]++
+	// A platform's refusal of what the trial asked (a placement it cannot
+	// deploy, say) that ends the run keeps its class, and exit code, as a
+	// refusal before the first trial.
+	abort := func(format string, args ...any) error {
+		if errors.Is(err, platform.ErrUnavailable) {
+			return platform.Unavailablef(format, args...)
+		}
+		return fmt.Errorf(format, args...)
+	}
 	switch {
 	case warm:
-		werr := fmt.Errorf("trial %s failed in the warm-up round, so the study cannot run as configured: %s", name, t.Error)
-		if errors.Is(err, platform.ErrUnavailable) {
-			// The platform refused what the trial asked (a placement it
-			// cannot deploy, say): the same class of error, and exit
-			// code, as a refusal before the first trial.
-			return platform.Unavailablef("%w", werr)
-		}
-		return werr
+		return abort("trial %s failed in the warm-up round, so the study cannot run as configured: %s", name, t.Error)
 	case e.failures[u.String()] >= maxConsecutiveFailures:
-		ferr := fmt.Errorf("%s failed %d times in a row, last: %s", u, maxConsecutiveFailures, t.Error)
-		if errors.Is(err, platform.ErrUnavailable) {
-			return platform.Unavailablef("%w", ferr)
-		}
-		return ferr
+		return abort("%s failed %d times in a row, last: %s", u, maxConsecutiveFailures, t.Error)
 	}
 	e.cfg.Progress.Logf("trial %s failed (recorded, the run goes on): %s", name, t.Error)
 	return nil
