@@ -72,6 +72,15 @@ type guestConfig struct {
 	AgentPort int
 }
 
+// bootedBy is the platform that booted g: the sut host's it runs on, or
+// p on this machine.
+func (g *guest) bootedBy(p *Platform) *Platform {
+	if g.cfg.remote != nil {
+		return g.cfg.remote
+	}
+	return p
+}
+
 // guest is one running QEMU guest.
 type guest struct {
 	cfg     guestConfig

@@ -53,14 +53,12 @@ func (p *Platform) Open(ctx context.Context, trial string, plan *topology.Plan) 
 	if p.on != nil {
 		// The hosts' platforms prepare one at a time, before the guests
 		// boot at once: they build and stage the same files.
-		for i, hp := range on {
-			if i == 0 || hp != on[i-1] {
-				hp.mu.Lock()
-				err := hp.prepare(ctx)
-				hp.mu.Unlock()
-				if err != nil {
-					return nil, err
-				}
+		for _, hp := range on { // once each: prepare remembers
+			hp.mu.Lock()
+			err := hp.prepare(ctx)
+			hp.mu.Unlock()
+			if err != nil {
+				return nil, err
 			}
 		}
 		if ports, agents, err = hostForwards(ctx, guests, on); err != nil {
@@ -467,7 +465,7 @@ func (s *vmSite) Start(ctx context.Context, m deploy.Member) (platform.Server, e
 	vg.held = append(vg.held, spec.Name)
 	vg.mu.Unlock()
 	if gp, ok := srv.(*guestProc); ok && vg.g.cfg.remote != nil {
-		return remoteProc{guestProc: gp, hostAnswers: hostAnswers{vg.g.cfg.remote}}, nil
+		return remoteProc{guestProc: gp, hostAnswers: hostAnswers{vg.g.bootedBy(s.p)}}, nil
 	}
 	return srv, nil
 }
@@ -634,16 +632,10 @@ func (s *vmSite) PeerAddr(from, to topology.Server, port string) (string, error)
 	return deploy.JoinPort(g.ip, p), nil
 }
 
-// image is the workload image in vg's engine: as the platform of the sut
-// host vg booted on resolved it (a run naming none resolves it when the
-// platform prepares, and p, the primary, may have booted no guest), else
-// p's.
-func (vg *vmGuest) image(p *Platform) string {
-	if r := vg.g.cfg.remote; r != nil {
-		return r.env.Image
-	}
-	return p.env.Image
-}
+// image is the workload image in vg's engine, as the platform that booted
+// it resolved it (a run naming none resolves it when the platform
+// prepares, and p, the primary, may have booted no guest).
+func (vg *vmGuest) image(p *Platform) string { return vg.g.bootedBy(p).env.Image }
 
 // forwardAddr is where another guest reaches vg's forwards: its host's
 // address, or QEMU's gateway (the host's loopback) when the forwards are

@@ -87,8 +87,9 @@ type Platform struct {
 	// siblings are the platforms of the other sut hosts roles are placed
 	// on (NewOn): a role's guest boots on its host, through its sibling.
 	siblings []*Platform
-	// peers are the addresses of every sut host of the run's guests: a
-	// guest's servers accept connections from the others' forwards.
+	// peers are the addresses of every sut host of the run's guests, p.on's
+	// among them: a guest's servers accept connections from the forwards
+	// of all (NewOn).
 	peers []netip.Addr
 	// staged maps the kernel, initramfs and disk here to their copies on
 	// the sut host; stagedDisk is the disk's (qcow2).
@@ -375,10 +376,7 @@ func (p *Platform) where(g *guest) string {
 	if g.cfg.Accel != "kvm" {
 		accel = EmulatedNote
 	}
-	on := p
-	if g.cfg.remote != nil {
-		on = g.cfg.remote // the sut host the guest boots on
-	}
+	on := g.bootedBy(p) // the sut host's, for a guest there
 	net := "on QEMU user-mode networking (fallback: " + on.userNet + "), client via " + g.reach + " port forwards (slirp)"
 	if g.cfg.Peers {
 		net += ", other guests reached at their hosts' forwards (restrict=off: the guest may open connections)"
@@ -410,10 +408,8 @@ func (p *Platform) clientRoutes() []string {
 // guest engine's default bridge (its docker-proxy and containers).
 func (p *Platform) from(g *guest) []netip.Prefix {
 	nets := append([]netip.Prefix{platform.Loopback}, host.Sources(p.env.ClientHost())...)
-	if p.on != nil { // the sut hosts, through their forwards
-		for _, a := range append([]netip.Addr{p.on.Addr()}, p.peers...) {
-			nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
-		}
+	for _, a := range p.peers { // the sut hosts (this one too), through their forwards
+		nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
 	}
 	if g.cfg.Bridge != nil {
 		nets = append(nets, g.cfg.Bridge.subnet())
